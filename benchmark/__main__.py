@@ -1,0 +1,7 @@
+"""``python -m dmlbench`` is the same as the ``dmlbench`` console script."""
+
+from __future__ import annotations
+
+from dmlbench.cli import main
+
+raise SystemExit(main())

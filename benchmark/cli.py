@@ -1,0 +1,227 @@
+"""The ``dmlbench`` command line: run, report, list, validate.
+
+Errors the user can fix print one line (``error: <file>: <key>: <problem>``) and exit with
+status 2; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dmlbench import __version__
+from dmlbench.errors import DmlbenchError
+
+EPILOG_RUN = """examples:
+  dmlbench run                                    # glyphs-mini, its default methods, all seeds
+  dmlbench run --protocol glyphs-mini --method multi-similarity --seed 0
+  dmlbench run --protocol my_protocol.yaml --method all
+  dmlbench run --method contrastive --hparam contrastive.margin=0.5
+"""
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dmlbench.methods import METHODS, load_plugins
+    from dmlbench.protocol import load_protocol
+    from dmlbench.report import write_reports
+    from dmlbench.runner import RunOptions, run_protocol
+
+    load_plugins(args.plugin)
+    protocol = load_protocol(args.protocol)
+    if args.method is None:
+        methods = list(protocol.methods) or METHODS.list()
+    elif args.method == ["all"]:
+        methods = [m for m in METHODS.list() if METHODS.get(m).label_kind == _label_kind(protocol)]
+    else:
+        methods = args.method
+    seeds = args.seed if args.seed is not None else list(protocol.seeds)
+    options = RunOptions(
+        results_dir=Path(args.results_dir), data_root=args.data_root, device=args.device,
+        max_steps=args.max_steps, force=args.force, progress=not args.no_progress,
+        hparams=_parse_hparams(args.hparam),
+    )
+    print(f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "
+          f"methods: {', '.join(methods)}; seeds: {seeds}", file=sys.stderr)
+    records = run_protocol(protocol, methods, seeds, options)
+    for _, path, text in write_reports(records, Path(args.reports_dir)):
+        print(text)
+        print(f"written: {path} (and .csv)")
+    return 0
+
+
+def _label_kind(protocol: object) -> str:
+    from dmlbench.data import DATASETS
+
+    return DATASETS.get(protocol.data.dataset).label_kind  # type: ignore[attr-defined]
+
+
+def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
+    import yaml
+
+    out: dict[str, dict[str, object]] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        method, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise DmlbenchError(f"--hparam {item!r}: expected METHOD.NAME=VALUE")
+        out.setdefault(method, {})[name] = yaml.safe_load(value)
+    return out
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dmlbench.records import load_records
+    from dmlbench.report import write_reports
+
+    root = Path(args.results_dir)
+    if not root.is_dir():
+        raise DmlbenchError(f"{root}: no results folder (run `dmlbench run` first)")
+    records, problems = load_records(root)
+    for p in problems:
+        print(f"warning: {p}", file=sys.stderr)
+    if args.protocol:
+        records = [r for r in records if r.protocol.name == args.protocol]
+    if not records:
+        raise DmlbenchError(f"{root}: no records found")
+    for _, path, text in write_reports(records, Path(args.reports_dir)):
+        print(text)
+        print(f"written: {path} (and .csv)")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.what == "methods":
+        from dmlbench.methods import METHODS, load_plugins
+
+        load_plugins(args.plugin)
+        for name in METHODS.list(args.pattern):
+            cls = METHODS.get(name)
+            print(f"{name:22} {cls.label_kind:10} {cls.paper}")
+    elif args.what == "protocols":
+        from dmlbench.protocol import builtin_names, load_protocol
+
+        for name in builtin_names():
+            p = load_protocol(name)
+            if Path(name).match(args.pattern):
+                print(f"{name:16} v{p.version}  {p.short_hash}  {p.description}")
+    elif args.what == "backbones":
+        from dmlbench.models import BACKBONES
+
+        for name in BACKBONES.list(args.pattern):
+            print(name)
+        print("timm:<name>         any timm model (timm.list_models())")
+        print("torchvision:<name>  any torchvision classification model")
+    else:
+        from dmlbench.data import DATASETS
+
+        for name in DATASETS.list(args.pattern):
+            print(f"{name:16} {DATASETS.get(name).description}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from dmlbench.protocol import check_lock, load_protocol, write_lock
+
+    if args.lock:
+        print(f"written: {write_lock()}")
+        return 0
+    if not args.files:
+        problems = check_lock()
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        if not problems:
+            print("shipped protocols: all valid and locked")
+        return 2 if problems else 0
+    for f in args.files:
+        p = load_protocol(f)
+        print(f"{f}: ok — {p.name} v{p.version}, hash {p.hash}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dmlbench",
+        description="Deep metric learning methods under frozen protocols with equal budgets.",
+    )
+    parser.add_argument("--version", action="version", version=f"dmlbench {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="train and evaluate methods under a protocol",
+                         description="Train each method on the protocol's training classes for "
+                         "each seed, evaluate on the test classes, write one record per run "
+                         "and print the results table. Existing records are reused (resume).",
+                         epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--protocol", default="glyphs-mini",
+                     help="shipped protocol name or YAML file (default: glyphs-mini)")
+    run.add_argument("--method", type=_csv, default=None,
+                     help="comma-separated methods, or 'all' (default: the protocol's list)")
+    run.add_argument("--seed", type=lambda s: [int(x) for x in _csv(s)], default=None,
+                     help="comma-separated seeds (default: the protocol's seeds)")
+    run.add_argument("--hparam", action="append", metavar="METHOD.NAME=VALUE",
+                     help="override one hyper-parameter of one method (repeatable)")
+    run.add_argument("--results-dir", default="results", help="where records go (default: results)")
+    run.add_argument("--reports-dir", default="reports", help="where tables go (default: reports)")
+    run.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
+    run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
+    run.add_argument("--max-steps", type=int, default=None,
+                     help="stop training after N steps (smoke tests; marked in the record)")
+    run.add_argument("--force", action="store_true", help="recompute runs that have a record")
+    run.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                     help="import MODULE to register extra methods (repeatable)")
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.set_defaults(func=cmd_run)
+
+    report = sub.add_parser("report", help="tables of the records in a results folder",
+                            description="Read every record under --results-dir, group by "
+                            "protocol hash and write one Markdown and CSV table per hash.")
+    report.add_argument("--results-dir", default="results", help="records to read (default: results)")
+    report.add_argument("--reports-dir", default="reports", help="output folder (default: reports)")
+    report.add_argument("--protocol", default=None, help="only this protocol name")
+    report.set_defaults(func=cmd_report)
+
+    lst = sub.add_parser("list", help="list methods, protocols, backbones or data sets",
+                         description="List registered components; PATTERN is a shell-style "
+                         "pattern, e.g. dmlbench list methods '*proxy*'.")
+    lst.add_argument("what", choices=["methods", "protocols", "backbones", "datasets"])
+    lst.add_argument("pattern", nargs="?", default="*", help="filter (default: *)")
+    lst.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                     help="import MODULE first (its methods are listed too)")
+    lst.set_defaults(func=cmd_list)
+
+    val = sub.add_parser("validate", help="check protocol files",
+                         description="Validate protocol FILEs (unknown keys, wrong types, missing "
+                         "fields, unknown methods/backbones/data sets). Without FILE, check the "
+                         "shipped protocols against protocols.lock.")
+    val.add_argument("files", nargs="*", metavar="FILE", help="protocol YAML files")
+    val.add_argument("--lock", action="store_true",
+                     help="rewrite protocols.lock (refuses content changes without a version bump)")
+    val.set_defaults(func=cmd_validate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args))
+    except DmlbenchError as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished records are kept; run the same command to resume",
+              file=sys.stderr)
+        return 130

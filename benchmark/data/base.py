@@ -1,0 +1,125 @@
+"""The data containers every source produces and the trainer and evaluator consume."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel
+
+from dmlbench.registry import Registry
+
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
+
+LabelKind = Literal["class", "continuous"]
+
+
+class ArrayImages(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Images held in memory as one uint8 array (N, C, H, W), fetched a batch at a time.
+
+    ``__getitems__`` lets a DataLoader fetch a whole batch with one indexing operation instead
+    of N ``__getitem__`` calls and a collate, which matters for small images on a CPU.
+    """
+
+    def __init__(self, images: np.ndarray) -> None:
+        if images.dtype != np.uint8 or images.ndim != 4:
+            raise ValueError(f"expected uint8 (N, C, H, W) images, got {images.dtype} {images.shape}")
+        self.images = torch.from_numpy(images)
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.images[index].float().div_(255.0)
+
+    def __getitems__(self, indices: list[int]) -> torch.Tensor:
+        return self.images[torch.as_tensor(indices)].float().div_(255.0)
+
+
+@dataclass
+class Split:
+    """One split (train, validation or test) of a data set.
+
+    Attributes:
+        images: a dataset whose items are image tensors in [0, 1], (C, H, W).
+        labels: class ids (N,) for ``class`` labels, label vectors (N, L) for ``continuous``.
+        label_kind: ``class`` or ``continuous``.
+        queries: indices of the query items when evaluation is query → gallery (In-shop,
+            poses); ``None`` means every item queries all the others.
+        gallery: indices of the gallery items (with ``queries``).
+    """
+
+    images: torch.utils.data.Dataset  # type: ignore[type-arg]
+    labels: np.ndarray
+    label_kind: LabelKind = "class"
+    queries: np.ndarray | None = None
+    gallery: np.ndarray | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(np.unique(self.labels).size) if self.label_kind == "class" else 0
+
+    def subset(self, indices: np.ndarray) -> Split:
+        """A split holding only ``indices`` (used to carve validation classes)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        return Split(
+            images=torch.utils.data.Subset(self.images, indices.tolist()),
+            labels=self.labels[indices],
+            label_kind=self.label_kind,
+        )
+
+
+@dataclass
+class DataSplits:
+    """The train and test splits of one protocol, with the fingerprint of their content."""
+
+    train: Split
+    test: Split
+    fingerprint: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class DatasetSource:
+    """Base of every registered data set. Subclasses set ``Params`` and implement ``load``."""
+
+    Params: ClassVar[type[BaseModel]]
+    label_kind: ClassVar[LabelKind] = "class"
+    description: ClassVar[str] = ""
+
+    def load(self, params: BaseModel, root: Path | None, cache_dir: Path) -> DataSplits:
+        raise NotImplementedError
+
+
+DATASETS: Registry[type[DatasetSource]] = Registry("data set")
+
+
+def cache_dir() -> Path:
+    """``$DMLBENCH_CACHE`` or ``~/.cache/dmlbench``: generated data, neighbour lists."""
+    import os
+
+    return Path(os.environ.get("DMLBENCH_CACHE", "~/.cache/dmlbench")).expanduser()
+
+
+def load_data(protocol: Protocol, data_root: str | None = None) -> DataSplits:
+    """Build the splits a protocol names (generating or reading them as the source does)."""
+    source_cls = DATASETS.get(protocol.data.dataset)
+    params = source_cls.Params.model_validate(protocol.data.params)
+    return source_cls().load(params, protocol.data_root(data_root), cache_dir())
+
+
+def fingerprint_arrays(*arrays: np.ndarray, extra: str = "") -> str:
+    """SHA-256 over array bytes, shapes and dtypes: the identity of generated data."""
+    h = hashlib.sha256(extra.encode())
+    for a in arrays:
+        h.update(str((a.shape, a.dtype.str)).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()

@@ -1,0 +1,198 @@
+"""glyphs: a fine-grained, many-class image set rendered from matplotlib's own fonts.
+
+A class is one Unicode letter; an instance is that letter rendered in one of the 16 fonts that
+ship in ``matplotlib/mpl-data/fonts/ttf`` (DejaVu Sans, Sans Mono and Serif, STIXGeneral, four
+styles each), with a seeded random rotation, scale, translation, stroke thickness and noise.
+It stands in for CUB/Omniglot: learnable in seconds on a CPU, and close enough between methods
+that seeds and confidence intervals matter (DESIGN.md §4).
+
+Classes are the letters every font has, in code point order, with homoglyphs removed (Latin
+``A``, Greek ``Α`` and Cyrillic ``А`` are the same drawing: keeping all three would put
+identical images in different classes). ``num_classes`` letters are taken evenly spaced over
+that list; the first half (by code point) are the training classes, the second half the test
+classes, so the split is zero-shot like CUB's.
+
+Every image depends only on (seed, code point, font, instance), so the data set is the same on
+every machine that has the same fonts; the fingerprint (a hash of the arrays) proves it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from dmlbench.data.base import DATASETS, ArrayImages, DatasetSource, DataSplits, Split
+from dmlbench.data.base import fingerprint_arrays
+from dmlbench.protocol import StrictModel
+
+log = logging.getLogger(__name__)
+
+GENERATOR_VERSION = 1
+FONT_FILES = tuple(
+    f"{family}{style}.ttf"
+    for family, styles in (
+        ("DejaVuSans", ("", "-Bold", "-Oblique", "-BoldOblique")),
+        ("DejaVuSansMono", ("", "-Bold", "-Oblique", "-BoldOblique")),
+        ("DejaVuSerif", ("", "-Bold", "-Italic", "-BoldItalic")),
+        ("STIXGeneral", ("", "Bol", "Italic", "BolIta")),
+    )
+    for style in styles
+)
+SUPERSAMPLE = 4  # render at 4x and downsample: anti-aliased strokes at 32 px
+
+
+class GlyphsParams(StrictModel):
+    image_size: int = Field(32, ge=16, le=128)
+    num_classes: int = Field(400, ge=4)
+    instances_per_font: int = Field(1, ge=1, le=16)
+    seed: int = 0
+
+
+def font_dir() -> Path:
+    import matplotlib
+
+    return Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+
+
+@lru_cache(maxsize=1)
+def available_letters() -> tuple[str, ...]:
+    """Letters every font draws, homoglyphs removed, in code point order."""
+    from matplotlib.ft2font import FT2Font
+
+    common: set[int] | None = None
+    for name in FONT_FILES:
+        codes = set(FT2Font(str(font_dir() / name)).get_charmap())
+        common = codes if common is None else common & codes
+    assert common is not None
+    letters = [chr(c) for c in sorted(common) if unicodedata.category(chr(c)).startswith("L")]
+    seen: set[bytes] = set()
+    kept = []
+    for ch in letters:
+        key = b"".join(_clean_render(ch, f) for f in (0, 8, 12))
+        if key in seen or not any(_clean_render(ch, 0)):
+            continue
+        seen.add(key)
+        kept.append(ch)
+    return tuple(kept)
+
+
+def _clean_render(ch: str, font_index: int) -> bytes:
+    from PIL import Image, ImageDraw
+
+    img = Image.new("L", (48, 48), 0)
+    ImageDraw.Draw(img).text((24, 24), ch, fill=255, font=_font(font_index, 32), anchor="mm")
+    return img.tobytes()
+
+
+@lru_cache(maxsize=512)
+def _font(index: int, size: int):  # type: ignore[no-untyped-def]
+    from PIL import ImageFont
+
+    return ImageFont.truetype(str(font_dir() / FONT_FILES[index]), size)
+
+
+def render(ch: str, font_index: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """One randomly transformed instance of ``ch`` as a (size, size) uint8 array."""
+    from PIL import Image, ImageDraw
+
+    canvas = size * SUPERSAMPLE
+    scale = rng.uniform(0.55, 0.8)
+    stroke = int(rng.integers(0, 3)) * SUPERSAMPLE // 2
+    dx, dy = rng.uniform(-0.08, 0.08, size=2) * canvas
+    angle = rng.uniform(-15.0, 15.0)
+    font = _font(font_index, max(8, int(canvas * scale)))
+    img = Image.new("L", (canvas, canvas), 0)
+    ImageDraw.Draw(img).text(
+        (canvas / 2 + dx, canvas / 2 + dy), ch, fill=255, font=font, anchor="mm",
+        stroke_width=stroke, stroke_fill=255,
+    )
+    img = img.rotate(angle, resample=Image.Resampling.BICUBIC)
+    img = img.resize((size, size), resample=Image.Resampling.BOX)
+    arr = np.asarray(img, dtype=np.float32)
+    arr += rng.normal(0.0, rng.uniform(0.0, 12.0), size=arr.shape)
+    return np.clip(arr, 0, 255).astype(np.uint8)
+
+
+def select_classes(num_classes: int) -> list[str]:
+    letters = available_letters()
+    if num_classes > len(letters):
+        from dmlbench.errors import DataError
+
+        raise DataError(f"glyphs: num_classes={num_classes} but the fonts share {len(letters)} letters")
+    picks = np.linspace(0, len(letters) - 1, num_classes).round().astype(int)
+    return [letters[i] for i in picks]
+
+
+def generate(params: GlyphsParams) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """All images (N, 1, S, S) uint8 and class ids (N,), classes in code point order."""
+    classes = select_classes(params.num_classes)
+    n = len(classes) * len(FONT_FILES) * params.instances_per_font
+    images = np.empty((n, 1, params.image_size, params.image_size), dtype=np.uint8)
+    labels = np.empty(n, dtype=np.int64)
+    i = 0
+    for label, ch in enumerate(classes):
+        for f in range(len(FONT_FILES)):
+            for k in range(params.instances_per_font):
+                rng = np.random.default_rng([params.seed, ord(ch), f, k, GENERATOR_VERSION])
+                images[i, 0] = render(ch, f, params.image_size, rng)
+                labels[i] = label
+                i += 1
+    return images, labels, classes
+
+
+def _cache_key(params: GlyphsParams) -> str:
+    import matplotlib
+    import PIL
+
+    text = f"{params.model_dump_json()}|v{GENERATOR_VERSION}|mpl{matplotlib.__version__}|pil{PIL.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_or_generate(params: GlyphsParams, cache: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Generated arrays, from ``cache`` when present (a corrupt cache file is regenerated)."""
+    path = cache / "glyphs" / f"glyphs-{_cache_key(params)}.npz"
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return z["images"], z["labels"], [str(c) for c in z["classes"]]
+        except (OSError, ValueError, KeyError) as err:
+            log.warning("glyphs cache %s is unreadable (%s); regenerating", path, err)
+    images, labels, classes = generate(params)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, images=images, labels=labels, classes=np.array(classes))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return images, labels, classes
+
+
+@DATASETS.register("glyphs")
+class Glyphs(DatasetSource):
+    Params = GlyphsParams
+    description = "letters rendered in matplotlib's 16 fonts (embedded, generated)"
+
+    def load(self, params: GlyphsParams, root: Path | None, cache_dir: Path) -> DataSplits:  # type: ignore[override]
+        images, labels, classes = load_or_generate(params, cache_dir)
+        n_train = len(classes) // 2
+        train = labels < n_train
+        return DataSplits(
+            train=Split(ArrayImages(images[train]), labels[train]),
+            test=Split(ArrayImages(images[~train]), labels[~train] - n_train),
+            fingerprint=fingerprint_arrays(images, labels, extra="glyphs"),
+            info={"train_classes": n_train, "test_classes": len(classes) - n_train,
+                  "first_test_class": classes[n_train]},
+        )

@@ -1,0 +1,70 @@
+"""Batch samplers. The class-balanced P×K sampler most DML losses need.
+
+A sampler's epoch is set by the trainer (``set_epoch``) and its order depends only on
+``(seed, epoch)``: the same seed gives the same batches, and a run resumed at epoch e sees the
+batches an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from dmlbench.errors import DataError
+
+
+class ClassBalancedBatchSampler:
+    """Batches of P classes × m samples per class (P = batch_size // m).
+
+    Each class's images are visited in a shuffled cycle, so an epoch covers the data about
+    once; a class with fewer than m images repeats images within the batch rather than
+    failing (the sampler still needs m ≥ 2 same-class images for positives to exist).
+
+    Args:
+        labels: class id per training image.
+        batch_size: images per batch (rounded down to a multiple of m).
+        samples_per_class: m.
+        seed: base seed; the order of epoch e depends on (seed, e) only.
+    """
+
+    def __init__(self, labels: np.ndarray, batch_size: int, samples_per_class: int, seed: int):
+        if samples_per_class < 1:
+            raise DataError(f"samples_per_class must be >= 1, got {samples_per_class}")
+        self.m = samples_per_class
+        self.classes_per_batch = batch_size // samples_per_class
+        if self.classes_per_batch < 1:
+            raise DataError(
+                f"batch size {batch_size} is smaller than samples_per_class {samples_per_class}"
+            )
+        classes, inverse = np.unique(labels, return_inverse=True)
+        if len(classes) < self.classes_per_batch:
+            raise DataError(
+                f"a batch needs {self.classes_per_batch} classes but the split has {len(classes)}"
+            )
+        self.by_class = [np.flatnonzero(inverse == c) for c in range(len(classes))]
+        self.batch_size = self.classes_per_batch * self.m
+        self.num_batches = max(1, len(labels) // self.batch_size)
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        queues = [rng.permutation(ix) for ix in self.by_class]
+        pos = [0] * len(queues)
+        for _ in range(self.num_batches):
+            batch: list[int] = []
+            for c in rng.choice(len(queues), self.classes_per_batch, replace=False):
+                for _ in range(self.m):
+                    if pos[c] == len(queues[c]):
+                        queues[c] = rng.permutation(self.by_class[c])
+                        pos[c] = 0
+                    batch.append(int(queues[c][pos[c]]))
+                    pos[c] += 1
+            yield batch

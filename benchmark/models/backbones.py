@@ -1,0 +1,143 @@
+"""Backbone registry: a small CNN for the embedded protocols, timm and torchvision by name.
+
+A backbone factory returns ``(module, feature_dim)``: the module maps images (B, C, H, W) to
+features (B, feature_dim). Names ``timm:<model>`` and ``torchvision:<model>`` are resolved
+on demand, so every model those libraries know is available without registering it here.
+
+Pretrained weights are loaded only when the protocol asks (``model.pretrained``), and never
+fall back silently to random weights: a failure to fetch them is an error naming the weights
+and where to put them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from dmlbench.errors import DmlbenchError
+from dmlbench.registry import Registry
+
+BackboneFactory = Callable[[str | None, int], tuple[nn.Module, int]]
+BACKBONES: Registry[BackboneFactory] = Registry("backbone")
+
+
+class SmallCNN(nn.Module):
+    """Four conv-BN-ReLU blocks with pooling, then global average pooling.
+
+    The embedded protocols' backbone: about 0.3 M parameters, fast on a CPU at 32-64 px.
+    """
+
+    def __init__(self, in_channels: int = 1, widths: tuple[int, ...] = (32, 64, 128, 128)):
+        super().__init__()
+        layers: list[nn.Module] = []
+        c = in_channels
+        for i, w in enumerate(widths):
+            layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(True)]
+            if i < len(widths) - 1:
+                layers.append(nn.MaxPool2d(2))
+            c = w
+        self.features = nn.Sequential(*layers)
+        self.out_dim = c
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.features(x).mean(dim=(2, 3))
+
+
+@BACKBONES.register("small-cnn")
+def small_cnn(pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
+    if pretrained:
+        raise DmlbenchError("backbone 'small-cnn' has no pretrained weights; set pretrained: null")
+    net = SmallCNN(in_channels)
+    return net, net.out_dim
+
+
+def backbone_exists(name: str) -> bool:
+    if name in BACKBONES:
+        return True
+    lib, _, model = name.partition(":")
+    if lib == "timm" and model:
+        import timm
+
+        return bool(timm.is_model(model))
+    if lib == "torchvision" and model:
+        import torchvision
+
+        return model in torchvision.models.list_models()
+    return False
+
+
+def create_backbone(name: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
+    """Build a backbone by registered name, ``timm:<name>`` or ``torchvision:<name>``."""
+    if name in BACKBONES:
+        return BACKBONES.get(name)(pretrained, in_channels)
+    lib, _, model = name.partition(":")
+    if lib == "timm" and model:
+        return _timm(model, pretrained, in_channels)
+    if lib == "torchvision" and model:
+        return _torchvision(model, pretrained, in_channels)
+    BACKBONES.get(name)  # raises with "did you mean"
+    raise AssertionError("unreachable")
+
+
+def _timm(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
+    import timm
+
+    try:
+        net = timm.create_model(
+            model, pretrained=bool(pretrained), num_classes=0, in_chans=in_channels
+        )
+    except Exception as err:  # network, missing file, unknown tag
+        if pretrained:
+            raise DmlbenchError(
+                f"pretrained weights for timm:{model} could not be loaded ({type(err).__name__}: "
+                f"{err}); put them in the Hugging Face cache (HF_HOME) or set pretrained: null"
+            ) from None
+        raise
+    return net, int(net.num_features)
+
+
+def _torchvision(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
+    import torchvision
+
+    weights = None
+    if pretrained:
+        tag = "DEFAULT" if pretrained in {"imagenet", "default"} else pretrained
+        weights = torchvision.models.get_model_weights(model).__members__.get(tag)
+        if weights is None:
+            raise DmlbenchError(f"torchvision:{model} has no weights '{pretrained}'")
+    try:
+        net = torchvision.models.get_model(model, weights=weights)
+    except Exception as err:
+        if weights is not None:
+            hub = torch.hub.get_dir()
+            raise DmlbenchError(
+                f"pretrained weights {weights} for torchvision:{model} could not be fetched "
+                f"({type(err).__name__}); download {weights.url} into {hub}/checkpoints/"
+            ) from None
+        raise
+    if in_channels != 3:
+        raise DmlbenchError(f"torchvision:{model} expects 3-channel images, got {in_channels}")
+    return _strip_classifier(net)
+
+
+def _strip_classifier(net: nn.Module) -> tuple[nn.Module, int]:
+    """Replace the final classifier by identity so the module returns pooled features."""
+    for attr in ("fc", "classifier", "head", "heads"):
+        head = getattr(net, attr, None)
+        if head is None:
+            continue
+        linear = head if isinstance(head, nn.Linear) else None
+        if linear is None and isinstance(head, nn.Sequential):
+            linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+            linear = linears[-1] if linears else None
+        if linear is not None:
+            setattr(net, attr, nn.Identity())
+            if hasattr(net, "aux_logits"):
+                net.aux_logits = False  # GoogLeNet/Inception: no auxiliary heads
+                for aux in ("aux1", "aux2", "AuxLogits"):
+                    if hasattr(net, aux):
+                        setattr(net, aux, None)
+            return net, int(linear.in_features)
+    raise DmlbenchError(f"cannot find the classifier of {type(net).__name__} to remove")

@@ -1,0 +1,374 @@
+"""Protocols: the frozen conditions of a comparison.
+
+A protocol is one YAML file (``protocols/*.yaml``) validated into a :class:`Protocol`. Unknown
+keys are errors, so a typo can never silently fall back to a default. A variant may
+``include:`` a base file and override some keys (lm-evaluation-harness style).
+
+The protocol's identity is :func:`protocol_hash`, the SHA-256 of its canonical JSON form. It is
+written into every record, and reports refuse to put records of different hashes in one table.
+Free text (``description``, ``citation``) and the machine-specific data root are left out of the
+hash: they cannot move a number.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dmlbench.errors import ProtocolError
+from dmlbench.registry import did_you_mean
+
+HASH_EXCLUDE: dict[str, Any] = {"description": True, "citation": True, "data": {"root"}}
+
+
+class StrictModel(BaseModel):
+    """Base of every configuration model: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataSpec(StrictModel):
+    """Which data set, and its own parameters (validated by the data set's ``Params`` model)."""
+
+    dataset: str
+    root: str | None = Field(None, description="data root; ${VAR} expands; not hashed")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class TransformSpec(StrictModel):
+    """One image pipeline. Every step is optional; embedded data sets use none."""
+
+    resize: int | None = Field(None, gt=0)
+    random_resized_crop: int | None = Field(None, gt=0)
+    crop_scale: tuple[float, float] = (0.16, 1.0)
+    random_crop: int | None = Field(None, gt=0)
+    center_crop: int | None = Field(None, gt=0)
+    hflip: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class ImagesSpec(StrictModel):
+    train: TransformSpec = Field(default_factory=TransformSpec)
+    test: TransformSpec = Field(default_factory=TransformSpec)
+
+
+class ModelSpec(StrictModel):
+    backbone: str
+    pretrained: str | None = None
+    embedding_size: int = Field(gt=0)
+    normalize: bool = True
+    pooling: Literal["avg", "avgmax"] = "avg"
+    frozen_bn: bool = False
+
+
+class BatchSpec(StrictModel):
+    """Batch composition; ``samples_per_class: null`` lets the method choose."""
+
+    size: int = Field(gt=1)
+    samples_per_class: int | None = Field(None, gt=0)
+
+
+class OptimSpec(StrictModel):
+    name: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
+    lr: float = Field(gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)
+    epochs: int = Field(gt=0)
+    schedule: Literal["none", "cosine", "step"] = "none"
+    step_epochs: int = Field(10, gt=0)
+    step_gamma: float = Field(0.1, gt=0.0, le=1.0)
+
+
+class MetricsSpec(StrictModel):
+    recall_at: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    nmi: bool = True
+    map_at_r: bool = True
+    r_precision: bool = True
+    normalize: bool = Field(True, description="L2-normalise embeddings before retrieval")
+    ndcg_at: list[int] = Field(default_factory=list)
+    label_distance_at: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _positive_ks(self) -> MetricsSpec:
+        for key in ("recall_at", "ndcg_at", "label_distance_at"):
+            if any(k < 1 for k in getattr(self, key)):
+                raise ValueError(f"{key}: every K must be >= 1")
+        return self
+
+
+class ValidationSpec(StrictModel):
+    """How search trials carve validation classes out of the training classes."""
+
+    by: Literal["classes"] = "classes"
+    folds: int = Field(1, ge=1)
+    fraction: float = Field(0.25, gt=0.0, lt=1.0)
+
+
+class SearchSpec(StrictModel):
+    trials: int = Field(20, ge=1)
+    sampler: Literal["tpe", "random"] = "tpe"
+    pruner: Literal["none", "median", "hyperband"] = "median"
+    validation: ValidationSpec = Field(default_factory=ValidationSpec)
+
+
+class Protocol(StrictModel):
+    """Every condition that can move a number in a comparison."""
+
+    name: str
+    version: int = Field(ge=1)
+    description: str = ""
+    citation: str | None = None
+    data: DataSpec
+    images: ImagesSpec = Field(default_factory=ImagesSpec)
+    model: ModelSpec
+    batch: BatchSpec
+    optim: OptimSpec
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    seeds: list[int] = Field(min_length=1)
+    methods: list[str] = Field(default_factory=list, description="default methods of `run`")
+
+    @property
+    def hash(self) -> str:
+        return protocol_hash(self)
+
+    @property
+    def short_hash(self) -> str:
+        return self.hash[:12]
+
+    def data_root(self, override: str | None = None) -> Path | None:
+        """The data root with ``${VAR}`` expanded; ``override`` (``--data-root``) wins."""
+        root = override if override is not None else self.data.root
+        return Path(os.path.expandvars(root)).expanduser() if root else None
+
+    def with_overrides(self, overrides: dict[str, Any], name: str | None = None) -> Protocol:
+        """A derived protocol with dotted keys replaced (``{"model.embedding_size": 32}``)."""
+        raw = self.model_dump(mode="json")
+        for dotted, value in overrides.items():
+            _set_dotted(raw, dotted, value)
+        if name is not None:
+            raw["name"] = name
+        return validate_protocol(raw, source=f"{self.name} with {overrides}")
+
+
+def protocol_hash(protocol: Protocol) -> str:
+    """SHA-256 of the canonical JSON of everything that can move a number."""
+    content = protocol.model_dump(mode="json", exclude=HASH_EXCLUDE)
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def builtin_dir() -> Path:
+    return Path(str(resources.files("dmlbench.protocols")))
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.yaml"))
+
+
+def resolve_path(name_or_path: str | Path) -> Path:
+    """A file path, or the name of a shipped protocol (``glyphs-mini``)."""
+    path = Path(name_or_path)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        if not path.is_file():
+            raise ProtocolError(f"{path}: protocol file not found")
+        return path
+    candidate = builtin_dir() / f"{name_or_path}.yaml"
+    if candidate.is_file():
+        return candidate
+    hint = did_you_mean(str(name_or_path), builtin_names())
+    raise ProtocolError(
+        f"unknown protocol '{name_or_path}'{hint}; shipped: {', '.join(builtin_names())}"
+    )
+
+
+def load_protocol(name_or_path: str | Path) -> Protocol:
+    """Load, resolve ``include:`` and validate a protocol; errors name the file and key."""
+    path = resolve_path(name_or_path)
+    raw = _load_raw(path, seen=())
+    return validate_protocol(raw, source=str(path))
+
+
+def validate_protocol(raw: dict[str, Any], source: str) -> Protocol:
+    """Validate a raw mapping; also checks the data set's own ``params`` and known names."""
+    try:
+        protocol = Protocol.model_validate(raw)
+    except ValidationError as err:
+        raise ProtocolError(f"{source}: {format_validation_error(err, Protocol)}") from None
+    _check_components(protocol, source)
+    return protocol
+
+
+def _check_components(protocol: Protocol, source: str) -> None:
+    # Imported here: data/models/methods import this module.
+    from dmlbench.data import DATASETS
+    from dmlbench.errors import RegistryError
+    from dmlbench.methods import METHODS
+    from dmlbench.models import BACKBONES, backbone_exists
+
+    try:
+        dataset = DATASETS.get(protocol.data.dataset)
+    except RegistryError as err:
+        raise ProtocolError(f"{source}: data.dataset: {err}") from None
+    try:
+        dataset.Params.model_validate(protocol.data.params)
+    except ValidationError as err:
+        msg = format_validation_error(err, dataset.Params, prefix="data.params")
+        raise ProtocolError(f"{source}: {msg}") from None
+    if not backbone_exists(protocol.model.backbone):
+        hint = did_you_mean(protocol.model.backbone, BACKBONES.list())
+        raise ProtocolError(
+            f"{source}: model.backbone: unknown backbone '{protocol.model.backbone}'{hint}"
+        )
+    for method in protocol.methods:
+        if method not in METHODS:
+            hint = did_you_mean(method, METHODS.list())
+            raise ProtocolError(f"{source}: methods: unknown method '{method}'{hint}")
+
+
+def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    path = path.resolve()
+    if path in seen:
+        raise ProtocolError(f"{path}: include cycle through {', '.join(map(str, seen))}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ProtocolError(f"{path}: cannot read protocol file ({err.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or "invalid YAML"
+        raise ProtocolError(f"{path}:{where}: {problem}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{path}: a protocol must be a mapping, got {type(raw).__name__}")
+    include = raw.pop("include", None)
+    if include is None:
+        return raw
+    if not isinstance(include, str):
+        raise ProtocolError(f"{path}: include: must be a file name")
+    base_path = (path.parent / include) if not Path(include).is_absolute() else Path(include)
+    if not base_path.is_file():
+        raise ProtocolError(f"{path}: include: file not found: {base_path}")
+    base = _load_raw(base_path, seen=(*seen, path))
+    return deep_merge(base, raw)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` wins; nested mappings merge key by key, lists are replaced whole."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    node = raw
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        if not isinstance(node.get(key), dict):
+            raise ProtocolError(f"override {dotted}: '{key}' is not a section")
+        node = node[key]
+    if leaf not in node and not (len(parents) >= 1 and parents[-1] == "params"):
+        raise ProtocolError(f"override {dotted}: unknown key '{leaf}'")
+    node[leaf] = value
+
+
+def format_validation_error(
+    err: ValidationError, model: type[BaseModel], prefix: str | None = None
+) -> str:
+    """One line per pydantic error: ``data.foo: unknown key (did you mean 'root'?)``."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        key = f"{prefix}.{loc}" if prefix else loc
+        if e["type"] == "extra_forbidden":
+            allowed = _fields_at(model, e["loc"][:-1])
+            hint = did_you_mean(str(e["loc"][-1]), allowed)
+            parts.append(f"{key}: unknown key{hint}")
+        elif e["type"] == "missing":
+            parts.append(f"{key}: required key is missing")
+        else:
+            got = e.get("input")
+            shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
+            parts.append(f"{key}: {e['msg']}{shown}")
+    return "; ".join(parts)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    current: Any = model
+    for key in loc:
+        field = getattr(current, "model_fields", {}).get(key)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}))
+
+
+# --------------------------------------------------------------------------- lock file
+
+
+LOCK_NAME = "protocols.lock"
+
+
+def read_lock(directory: Path | None = None) -> dict[str, dict[str, Any]]:
+    path = (directory or builtin_dir()) / LOCK_NAME
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {str(k): dict(v) for k, v in data.items()}
+
+
+def check_lock(directory: Path | None = None) -> list[str]:
+    """Problems with the lock: a protocol whose content changed without a version bump."""
+    directory = directory or builtin_dir()
+    lock = read_lock(directory)
+    problems = []
+    for path in sorted(directory.glob("*.yaml")):
+        protocol = load_protocol(path)
+        entry = lock.get(path.stem)
+        if entry is None:
+            problems.append(f"{path.name}: not in {LOCK_NAME} (run `dmlbench validate --lock`)")
+        elif entry["version"] == protocol.version and entry["sha256"] != protocol.hash:
+            problems.append(
+                f"{path.name}: content changed but version is still {protocol.version}; "
+                "bump `version:` (old numbers must stay reproducible), then update the lock"
+            )
+        elif entry["version"] != protocol.version:
+            problems.append(f"{path.name}: version {protocol.version} is not in the lock yet")
+    return problems
+
+
+def write_lock(directory: Path | None = None) -> Path:
+    """Rewrite the lock; refuses an entry whose content changed without a version bump."""
+    directory = directory or builtin_dir()
+    old = read_lock(directory)
+    entries = {}
+    for path in sorted(directory.glob("*.yaml")):
+        protocol = load_protocol(path)
+        prev = old.get(path.stem)
+        if prev and prev["version"] == protocol.version and prev["sha256"] != protocol.hash:
+            raise ProtocolError(
+                f"{path.name}: content changed but version is still {protocol.version}; bump it"
+            )
+        entries[path.stem] = {"version": protocol.version, "sha256": protocol.hash}
+    target = directory / LOCK_NAME
+    header = "# name: version and sha256 of the canonical protocol (dmlbench validate --lock)\n"
+    target.write_text(header + yaml.safe_dump(entries, sort_keys=True), encoding="utf-8")
+    return target

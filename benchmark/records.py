@@ -1,0 +1,159 @@
+"""Result records: one JSON file per (protocol hash, method, seed, stage).
+
+A record carries everything needed to trust a number: the protocol's name, version and hash,
+the data fingerprint, the method and its resolved hyper-parameters, the seed, the metrics and
+per-epoch curve, timings, device, package versions, git commit and command line. Records are
+written atomically (temp file, fsync, rename) so an interrupted run never leaves a torn file;
+the reader reports damaged files instead of crashing on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA_VERSION = 1
+Stage = Literal["final", "search-trial"]
+
+
+class ProtocolRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    version: int
+    hash: str
+
+
+class Timings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    wall_seconds: float
+    train_seconds: float = 0.0
+    eval_seconds: float = 0.0
+    images_per_second: float = 0.0
+    steps: int = 0
+
+
+class Record(BaseModel):
+    """One run's result. ``overrides`` lists anything that departs from the protocol
+    (``--max-steps``, a backbone override): such records can never enter a leaderboard."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA_VERSION
+    protocol: ProtocolRef
+    data_fingerprint: str
+    method: str
+    hparams: dict[str, Any] = Field(default_factory=dict)
+    seed: int
+    stage: Stage = "final"
+    metrics: dict[str, float]
+    curve: list[dict[str, float]] = Field(default_factory=list)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    timings: Timings
+    env: dict[str, Any] = Field(default_factory=dict)
+    command: str = ""
+    created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    @property
+    def leaderboard_eligible(self) -> bool:
+        return not self.overrides
+
+    def filename(self) -> str:
+        return f"{self.method}-seed{self.seed}-{self.stage}.json"
+
+
+def record_path(results_dir: Path, protocol_name: str, protocol_hash: str, method: str,
+                seed: int, stage: str = "final") -> Path:
+    return results_dir / protocol_name / protocol_hash[:12] / f"{method}-seed{seed}-{stage}.json"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_record(record: Record, path: Path) -> Path:
+    atomic_write_text(path, record.model_dump_json(indent=2) + "\n")
+    return path
+
+
+def load_record(path: Path) -> Record:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Record.model_validate(upgrade(data))
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older record format to the current schema (none older exists yet)."""
+    data.setdefault("schema_version", SCHEMA_VERSION)
+    return data
+
+
+def load_records(root: Path) -> tuple[list[Record], list[str]]:
+    """Every record under ``root``, and one line per file that could not be read."""
+    records, problems = [], []
+    for path in sorted(root.rglob("*.json")):
+        if "published" in path.parts:
+            continue
+        try:
+            records.append(load_record(path))
+        except (OSError, json.JSONDecodeError, ValidationError, UnicodeDecodeError) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            problems.append(f"{path}: damaged record skipped ({first})")
+    return records, problems
+
+
+def package_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("dmlbench", "torch", "torchvision", "timm", "faiss-cpu", "optuna", "numpy",
+                "pytorch-metric-learning", "scikit-learn", "pandas"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    """The commit of the dmlbench checkout (``+dirty`` when it has uncommitted changes)."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+def environment(device: str) -> dict[str, Any]:
+    import torch
+
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "device": device,
+        "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
+        "torch_threads": torch.get_num_threads(),
+        "packages": package_versions(),
+        "git_commit": git_commit(),
+    }

@@ -1,0 +1,122 @@
+"""Run methods under a protocol: train on the training classes, evaluate on the test classes.
+
+Every seed also gets an ``untrained`` row: the randomly initialised network, evaluated the same
+way. It is the floor every trained method must clear, and a bug detector (a method that does
+not beat it did not learn).
+
+A record already on disk for the same (protocol hash, method, seed) is reused, so an
+interrupted ``dmlbench run`` continues where it stopped; ``force=True`` recomputes.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dmlbench.data import DataSplits, Split, load_data
+from dmlbench.evaluate import evaluate
+from dmlbench.methods import METHODS, HParams, create_method
+from dmlbench.protocol import Protocol
+from dmlbench.records import (
+    ProtocolRef,
+    Record,
+    Timings,
+    environment,
+    load_record,
+    record_path,
+    save_record,
+)
+from dmlbench.train import embed, image_channels, init_model, resolve_device, train
+
+log = logging.getLogger(__name__)
+UNTRAINED = "untrained"
+
+
+@dataclass
+class RunOptions:
+    """How to run, as opposed to what (the protocol): none of this may move a number, except
+    the ``overrides``, which are written into the record and keep it off leaderboards."""
+
+    results_dir: Path = Path("results")
+    data_root: str | None = None
+    device: str = "auto"
+    max_steps: int | None = None
+    force: bool = False
+    progress: bool = True
+    hparams: dict[str, HParams] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def run_protocol(protocol: Protocol, methods: list[str], seeds: list[int],
+                 options: RunOptions | None = None) -> list[Record]:
+    """Train and evaluate each method for each seed, plus the untrained baseline."""
+    options = options or RunOptions()
+    for name in methods:
+        METHODS.get(name)  # unknown names fail before any work
+    data = load_data(protocol, options.data_root)
+    overrides = dict(options.overrides)
+    if options.max_steps is not None:
+        overrides["max_steps"] = options.max_steps
+    records = []
+    for seed in seeds:
+        for name in [UNTRAINED, *methods]:
+            path = record_path(options.results_dir, protocol.name, protocol.hash, name, seed)
+            if path.is_file() and not options.force:
+                record = load_record(path)
+                if record.overrides == overrides and record.data_fingerprint == data.fingerprint:
+                    log.info("reusing %s", path)
+                    records.append(record)
+                    continue
+            record = run_one(protocol, name, seed, data, options, overrides)
+            save_record(record, path)
+            records.append(record)
+    return records
+
+
+def run_one(protocol: Protocol, method_name: str, seed: int, data: DataSplits,
+            options: RunOptions, overrides: dict[str, Any]) -> Record:
+    """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``."""
+    device = resolve_device(options.device)
+    start = time.perf_counter()
+    hparams: HParams = {}
+    curve: list[dict[str, float]] = []
+    steps, train_s, ips = 0, 0.0, 0.0
+    if method_name == UNTRAINED:
+        model = init_model(protocol, None, image_channels(data.train), seed).to(device)
+    else:
+        method = create_method(method_name, options.hparams.get(method_name),
+                               data.train.num_classes, protocol.model.embedding_size)
+        hparams = dict(method.hparams)
+        result = train(protocol, method, data.train, seed, device=device,
+                       max_steps=options.max_steps, progress=options.progress)
+        model, curve = result.model, result.curve
+        steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
+    eval_start = time.perf_counter()
+    metrics = evaluate_split(protocol, model, data.test, device, seed)
+    now = time.perf_counter()
+    return Record(
+        protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
+        data_fingerprint=data.fingerprint,
+        method=method_name,
+        hparams=hparams,
+        seed=seed,
+        metrics=metrics,
+        curve=curve,
+        overrides=overrides,
+        timings=Timings(wall_seconds=now - start, train_seconds=train_s,
+                        eval_seconds=now - eval_start, images_per_second=ips, steps=steps),
+        env=environment(str(device)),
+        command=shlex.join(sys.argv),
+    )
+
+
+def evaluate_split(protocol: Protocol, model: Any, split: Split, device: Any, seed: int
+                   ) -> dict[str, float]:
+    embeddings = embed(model, split, device)
+    return evaluate(embeddings, split.labels, protocol.metrics, split.queries, split.gallery,
+                    seed=seed)

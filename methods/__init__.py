@@ -1,0 +1,38 @@
+"""The method registry. Every module in this package registers one method on import.
+
+Third-party methods register through the ``dmlbench.methods`` entry-point group (or
+``dmlbench run --plugin MODULE``): they are imported by :func:`load_plugins`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from dmlbench.methods._base import METHODS, HParams, Method, create_method, register_method
+
+__all__ = ["METHODS", "HParams", "Method", "create_method", "load_plugins", "register_method"]
+
+
+def _import_builtin() -> None:
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def load_plugins(modules: list[str] | None = None) -> None:
+    """Import methods from the ``dmlbench.methods`` entry points and the given modules."""
+    from importlib.metadata import entry_points
+
+    from dmlbench.errors import DmlbenchError
+
+    for ep in entry_points(group="dmlbench.methods"):
+        ep.load()
+    for name in modules or []:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise DmlbenchError(f"--plugin {name}: cannot import ({err})") from None
+
+
+_import_builtin()

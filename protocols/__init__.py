@@ -1,0 +1,1 @@
+"""Shipped protocols (one YAML each) and ``protocols.lock``; see ``dmlbench list protocols``."""
