@@ -20,15 +20,15 @@ from torch import nn
 from dmlbench.data.base import Split
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import Method
-from dmlbench.models import EmbeddingNet, build_model
+from dmlbench.models import build_model
 from dmlbench.protocol import Protocol
 
-EpochHook = Callable[[int, EmbeddingNet], dict[str, float]]
+EpochHook = Callable[[int, nn.Module], dict[str, float]]
 
 
 @dataclass
 class TrainResult:
-    model: EmbeddingNet
+    model: nn.Module
     loss_module: nn.Module
     curve: list[dict[str, float]] = field(default_factory=list)
     steps: int = 0
@@ -56,9 +56,13 @@ def image_channels(split: Split) -> int:
     return int(split.images[0].shape[0])
 
 
-def init_model(protocol: Protocol, method: Method | None, in_channels: int, seed: int) -> EmbeddingNet:
+def init_model(protocol: Protocol, method: Method | None, in_channels: int, seed: int) -> nn.Module:
     """The embedding network as initialised for ``seed`` (also the untrained baseline)."""
     seed_everything(seed)
+    if method is not None:
+        custom = method.build_model(protocol, in_channels)
+        if custom is not None:
+            return custom
     layer_norm = bool(method and method.feature_layer_norm)
     return build_model(protocol.model, in_channels, feature_layer_norm=layer_norm)
 
@@ -111,8 +115,7 @@ def train(
     opt = make_optimizer(protocol, groups)
     sched = make_scheduler(protocol, opt)
 
-    _, targets = np.unique(split.labels, return_inverse=True)  # proxies need 0..C-1
-    split_targets = torch.as_tensor(targets, dtype=torch.long)
+    split_targets = training_targets(split)
     sampler = method.batch_sampler(split, protocol.batch.size, protocol.batch.samples_per_class, seed)
     amp = device.type == "cuda"
 
@@ -164,6 +167,14 @@ def train(
     result.train_seconds = time.perf_counter() - start
     result.images_per_second = images / max(result.train_seconds, 1e-9)
     return result
+
+
+def training_targets(split: Split) -> torch.Tensor:
+    """Class ids remapped to 0..C-1 (proxies index them), or float label vectors."""
+    if split.label_kind == "class":
+        _, targets = np.unique(split.labels, return_inverse=True)
+        return torch.as_tensor(targets.reshape(-1), dtype=torch.long)
+    return torch.as_tensor(np.asarray(split.labels), dtype=torch.float32)
 
 
 @torch.no_grad()

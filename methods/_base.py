@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import optuna
 
     from dmlbench.data.base import Split
+    from dmlbench.protocol import Protocol
 
 HParams = dict[str, Any]
 
@@ -85,6 +86,13 @@ class Method:
 
         m = samples_per_class or int(self.hparams["samples_per_class"])
         return ClassBalancedBatchSampler(np.asarray(split.labels), batch_size, m, seed)
+
+    def build_model(self, protocol: Protocol, in_channels: int) -> nn.Module | None:
+        """A model of the method's own (DREML's ensemble), or ``None`` for the protocol's.
+
+        Called after seeding; a custom model must map images to (B, d) embeddings.
+        """
+        return None
 
     def param_groups(self, loss: nn.Module, lr: float) -> list[dict[str, Any]]:
         """Optimizer groups for the loss's own parameters (proxies may learn faster)."""
