@@ -7,6 +7,8 @@ status 2; ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -144,6 +146,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+# Subcommands that live in their own modules: each defines ``add_parser(subparsers)``.
+EXTRA_COMMANDS = ("dmlbench.sweep", "dmlbench.data.prepare", "dmlbench.search", "dmlbench.check")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dmlbench",
@@ -203,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--lock", action="store_true",
                      help="rewrite protocols.lock (refuses content changes without a version bump)")
     val.set_defaults(func=cmd_validate)
+
+    for module in EXTRA_COMMANDS:
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module).add_parser(sub)
     return parser
 
 

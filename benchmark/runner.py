@@ -118,5 +118,9 @@ def run_one(protocol: Protocol, method_name: str, seed: int, data: DataSplits,
 def evaluate_split(protocol: Protocol, model: Any, split: Split, device: Any, seed: int
                    ) -> dict[str, float]:
     embeddings = embed(model, split, device)
+    if split.label_kind == "continuous":
+        from dmlbench.evaluate_continuous import evaluate_continuous
+
+        return evaluate_continuous(embeddings, split, protocol.metrics)
     return evaluate(embeddings, split.labels, protocol.metrics, split.queries, split.gallery,
                     seed=seed)
