@@ -45,12 +45,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         methods = args.method
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
     options = RunOptions(
-        results_dir=Path(args.results_dir), data_root=args.data_root, device=args.device,
-        max_steps=args.max_steps, force=args.force, progress=not args.no_progress,
+        results_dir=Path(args.results_dir),
+        data_root=args.data_root,
+        device=args.device,
+        max_steps=args.max_steps,
+        force=args.force,
+        progress=not args.no_progress,
         hparams=_parse_hparams(args.hparam),
     )
-    print(f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "
-          f"methods: {', '.join(methods)}; seeds: {seeds}", file=sys.stderr)
+    print(
+        f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "
+        f"methods: {', '.join(methods)}; seeds: {seeds}",
+        file=sys.stderr,
+    )
     records = run_protocol(protocol, methods, seeds, options)
     for _, path, text in write_reports(records, Path(args.reports_dir)):
         print(text)
@@ -159,55 +166,102 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="train and evaluate methods under a protocol",
-                         description="Train each method on the protocol's training classes for "
-                         "each seed, evaluate on the test classes, write one record per run "
-                         "and print the results table. Existing records are reused (resume).",
-                         epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--protocol", default="glyphs-mini",
-                     help="shipped protocol name or YAML file (default: glyphs-mini)")
-    run.add_argument("--method", type=_csv, default=None,
-                     help="comma-separated methods, or 'all' (default: the protocol's list)")
-    run.add_argument("--seed", type=lambda s: [int(x) for x in _csv(s)], default=None,
-                     help="comma-separated seeds (default: the protocol's seeds)")
-    run.add_argument("--hparam", action="append", metavar="METHOD.NAME=VALUE",
-                     help="override one hyper-parameter of one method (repeatable)")
+    run = sub.add_parser(
+        "run",
+        help="train and evaluate methods under a protocol",
+        description="Train each method on the protocol's training classes for "
+        "each seed, evaluate on the test classes, write one record per run "
+        "and print the results table. Existing records are reused (resume).",
+        epilog=EPILOG_RUN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--protocol",
+        default="glyphs-mini",
+        help="shipped protocol name or YAML file (default: glyphs-mini)",
+    )
+    run.add_argument(
+        "--method",
+        type=_csv,
+        default=None,
+        help="comma-separated methods, or 'all' (default: the protocol's list)",
+    )
+    run.add_argument(
+        "--seed",
+        type=lambda s: [int(x) for x in _csv(s)],
+        default=None,
+        help="comma-separated seeds (default: the protocol's seeds)",
+    )
+    run.add_argument(
+        "--hparam",
+        action="append",
+        metavar="METHOD.NAME=VALUE",
+        help="override one hyper-parameter of one method (repeatable)",
+    )
     run.add_argument("--results-dir", default="results", help="where records go (default: results)")
     run.add_argument("--reports-dir", default="reports", help="where tables go (default: reports)")
     run.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
     run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
-    run.add_argument("--max-steps", type=int, default=None,
-                     help="stop training after N steps (smoke tests; marked in the record)")
+    run.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop training after N steps (smoke tests; marked in the record)",
+    )
     run.add_argument("--force", action="store_true", help="recompute runs that have a record")
-    run.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                     help="import MODULE to register extra methods (repeatable)")
+    run.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE to register extra methods (repeatable)",
+    )
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.set_defaults(func=cmd_run)
 
-    report = sub.add_parser("report", help="tables of the records in a results folder",
-                            description="Read every record under --results-dir, group by "
-                            "protocol hash and write one Markdown and CSV table per hash.")
-    report.add_argument("--results-dir", default="results", help="records to read (default: results)")
+    report = sub.add_parser(
+        "report",
+        help="tables of the records in a results folder",
+        description="Read every record under --results-dir, group by "
+        "protocol hash and write one Markdown and CSV table per hash.",
+    )
+    report.add_argument(
+        "--results-dir", default="results", help="records to read (default: results)"
+    )
     report.add_argument("--reports-dir", default="reports", help="output folder (default: reports)")
     report.add_argument("--protocol", default=None, help="only this protocol name")
     report.set_defaults(func=cmd_report)
 
-    lst = sub.add_parser("list", help="list methods, protocols, backbones or data sets",
-                         description="List registered components; PATTERN is a shell-style "
-                         "pattern, e.g. dmlbench list methods '*proxy*'.")
+    lst = sub.add_parser(
+        "list",
+        help="list methods, protocols, backbones or data sets",
+        description="List registered components; PATTERN is a shell-style "
+        "pattern, e.g. dmlbench list methods '*proxy*'.",
+    )
     lst.add_argument("what", choices=["methods", "protocols", "backbones", "datasets"])
     lst.add_argument("pattern", nargs="?", default="*", help="filter (default: *)")
-    lst.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                     help="import MODULE first (its methods are listed too)")
+    lst.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (its methods are listed too)",
+    )
     lst.set_defaults(func=cmd_list)
 
-    val = sub.add_parser("validate", help="check protocol files",
-                         description="Validate protocol FILEs (unknown keys, wrong types, missing "
-                         "fields, unknown methods/backbones/data sets). Without FILE, check the "
-                         "shipped protocols against protocols.lock.")
+    val = sub.add_parser(
+        "validate",
+        help="check protocol files",
+        description="Validate protocol FILEs (unknown keys, wrong types, missing "
+        "fields, unknown methods/backbones/data sets). Without FILE, check the "
+        "shipped protocols against protocols.lock.",
+    )
     val.add_argument("files", nargs="*", metavar="FILE", help="protocol YAML files")
-    val.add_argument("--lock", action="store_true",
-                     help="rewrite protocols.lock (refuses content changes without a version bump)")
+    val.add_argument(
+        "--lock",
+        action="store_true",
+        help="rewrite protocols.lock (refuses content changes without a version bump)",
+    )
     val.set_defaults(func=cmd_validate)
 
     for module in EXTRA_COMMANDS:
@@ -222,8 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.func(args))
     except DmlbenchError as err:
@@ -232,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: finished records are kept; run the same command to resume",
-              file=sys.stderr)
+        print(
+            "interrupted: finished records are kept; run the same command to resume",
+            file=sys.stderr,
+        )
         return 130

@@ -88,8 +88,15 @@ def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0) -> float:
 
     classes = np.unique(labels)
     x = np.ascontiguousarray(embeddings, dtype=np.float32)
-    kmeans = faiss.Kmeans(x.shape[1], len(classes), niter=50, seed=seed, verbose=False,
-                          min_points_per_centroid=1, max_points_per_centroid=1_000_000)
+    kmeans = faiss.Kmeans(
+        x.shape[1],
+        len(classes),
+        niter=50,
+        seed=seed,
+        verbose=False,
+        min_points_per_centroid=1,
+        max_points_per_centroid=1_000_000,
+    )
     kmeans.train(x)
     _, assign = kmeans.index.search(x, 1)
     return float(normalized_mutual_info_score(labels, assign[:, 0]))
@@ -134,8 +141,12 @@ def evaluate(
         nn_idx = knn(x[q_idx][scored], x[g_idx], k, self_index)
         out.update(
             retrieval_metrics(
-                g_labels[nn_idx], q_labels[scored], r[scored], spec.recall_at,
-                spec.map_at_r, spec.r_precision,
+                g_labels[nn_idx],
+                q_labels[scored],
+                r[scored],
+                spec.recall_at,
+                spec.map_at_r,
+                spec.r_precision,
             )
         )
     if spec.nmi:

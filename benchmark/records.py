@@ -69,8 +69,14 @@ class Record(BaseModel):
         return f"{self.method}-seed{self.seed}-{self.stage}.json"
 
 
-def record_path(results_dir: Path, protocol_name: str, protocol_hash: str, method: str,
-                seed: int, stage: str = "final") -> Path:
+def record_path(
+    results_dir: Path,
+    protocol_name: str,
+    protocol_hash: str,
+    method: str,
+    seed: int,
+    stage: str = "final",
+) -> Path:
     return results_dir / protocol_name / protocol_hash[:12] / f"{method}-seed{seed}-{stage}.json"
 
 
@@ -123,8 +129,18 @@ def package_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for pkg in ("dmlbench", "torch", "torchvision", "timm", "faiss-cpu", "optuna", "numpy",
-                "pytorch-metric-learning", "scikit-learn", "pandas"):
+    for pkg in (
+        "dmlbench",
+        "torch",
+        "torchvision",
+        "timm",
+        "faiss-cpu",
+        "optuna",
+        "numpy",
+        "pytorch-metric-learning",
+        "scikit-learn",
+        "pandas",
+    ):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -136,10 +152,21 @@ def git_commit() -> str | None:
     """The commit of the dmlbench checkout (``+dirty`` when it has uncommitted changes)."""
     here = Path(__file__).resolve().parent
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                             text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return sha + ("+dirty" if dirty else "")

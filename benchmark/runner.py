@@ -52,8 +52,9 @@ class RunOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def run_protocol(protocol: Protocol, methods: list[str], seeds: list[int],
-                 options: RunOptions | None = None) -> list[Record]:
+def run_protocol(
+    protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions | None = None
+) -> list[Record]:
     """Train and evaluate each method for each seed, plus the untrained baseline."""
     options = options or RunOptions()
     for name in methods:
@@ -78,8 +79,14 @@ def run_protocol(protocol: Protocol, methods: list[str], seeds: list[int],
     return records
 
 
-def run_one(protocol: Protocol, method_name: str, seed: int, data: DataSplits,
-            options: RunOptions, overrides: dict[str, Any]) -> Record:
+def run_one(
+    protocol: Protocol,
+    method_name: str,
+    seed: int,
+    data: DataSplits,
+    options: RunOptions,
+    overrides: dict[str, Any],
+) -> Record:
     """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``."""
     device = resolve_device(options.device)
     start = time.perf_counter()
@@ -89,11 +96,22 @@ def run_one(protocol: Protocol, method_name: str, seed: int, data: DataSplits,
     if method_name == UNTRAINED:
         model = init_model(protocol, None, image_channels(data.train), seed).to(device)
     else:
-        method = create_method(method_name, options.hparams.get(method_name),
-                               data.train.num_classes, protocol.model.embedding_size)
+        method = create_method(
+            method_name,
+            options.hparams.get(method_name),
+            data.train.num_classes,
+            protocol.model.embedding_size,
+        )
         hparams = dict(method.hparams)
-        result = train(protocol, method, data.train, seed, device=device,
-                       max_steps=options.max_steps, progress=options.progress)
+        result = train(
+            protocol,
+            method,
+            data.train,
+            seed,
+            device=device,
+            max_steps=options.max_steps,
+            progress=options.progress,
+        )
         model, curve = result.model, result.curve
         steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
     eval_start = time.perf_counter()
@@ -108,19 +126,26 @@ def run_one(protocol: Protocol, method_name: str, seed: int, data: DataSplits,
         metrics=metrics,
         curve=curve,
         overrides=overrides,
-        timings=Timings(wall_seconds=now - start, train_seconds=train_s,
-                        eval_seconds=now - eval_start, images_per_second=ips, steps=steps),
+        timings=Timings(
+            wall_seconds=now - start,
+            train_seconds=train_s,
+            eval_seconds=now - eval_start,
+            images_per_second=ips,
+            steps=steps,
+        ),
         env=environment(str(device)),
         command=shlex.join(sys.argv),
     )
 
 
-def evaluate_split(protocol: Protocol, model: Any, split: Split, device: Any, seed: int
-                   ) -> dict[str, float]:
+def evaluate_split(
+    protocol: Protocol, model: Any, split: Split, device: Any, seed: int
+) -> dict[str, float]:
     embeddings = embed(model, split, device)
     if split.label_kind == "continuous":
         from dmlbench.evaluate_continuous import evaluate_continuous
 
         return evaluate_continuous(embeddings, split, protocol.metrics)
-    return evaluate(embeddings, split.labels, protocol.metrics, split.queries, split.gallery,
-                    seed=seed)
+    return evaluate(
+        embeddings, split.labels, protocol.metrics, split.queries, split.gallery, seed=seed
+    )

@@ -116,14 +116,18 @@ def train(
     sched = make_scheduler(protocol, opt)
 
     split_targets = training_targets(split)
-    sampler = method.batch_sampler(split, protocol.batch.size, protocol.batch.samples_per_class, seed)
+    sampler = method.batch_sampler(
+        split, protocol.batch.size, protocol.batch.samples_per_class, seed
+    )
     amp = device.type == "cuda"
 
     total = protocol.optim.epochs * len(sampler)
     if max_steps is not None:
         total = min(total, max_steps)
     result = TrainResult(model=model, loss_module=loss_fn)
-    bar = tqdm(total=total, desc=method.name, disable=None if progress else True, leave=False, unit="step")
+    bar = tqdm(
+        total=total, desc=method.name, disable=None if progress else True, leave=False, unit="step"
+    )
     start, images = time.perf_counter(), 0
     try:
         for epoch in range(protocol.optim.epochs):
@@ -178,12 +182,15 @@ def training_targets(split: Split) -> torch.Tensor:
 
 
 @torch.no_grad()
-def embed(model: nn.Module, split: Split, device: torch.device | str = "cpu",
-          batch_size: int = 256) -> np.ndarray:
+def embed(
+    model: nn.Module, split: Split, device: torch.device | str = "cpu", batch_size: int = 256
+) -> np.ndarray:
     """Embeddings (N, d) of a split, in order, with the model in eval mode."""
     device = torch.device(device)
     model.eval()
-    batches = [list(range(i, min(i + batch_size, len(split)))) for i in range(0, len(split), batch_size)]
+    batches = [
+        list(range(i, min(i + batch_size, len(split)))) for i in range(0, len(split), batch_size)
+    ]
     loader = torch.utils.data.DataLoader(split.images, batch_sampler=batches, collate_fn=_collate)
     out = [model(x.to(device)).float().cpu() for x in loader]
     return torch.cat(out).numpy()

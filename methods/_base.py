@@ -8,7 +8,8 @@ as pytorch-metric-learning's ``BaseMetricLossFunction`` owns reduction and leave
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from torch import nn
@@ -60,7 +61,8 @@ class Method:
         unknown = sorted(set(hparams) - allowed)
         if unknown:
             raise DmlbenchError(
-                f"method {self.name}: unknown hyper-parameter(s) {unknown}; known: {sorted(allowed)}"
+                f"method {self.name}: unknown hyper-parameter(s) {unknown}; "
+                f"known: {sorted(allowed)}"
             )
         self.hparams: HParams = {
             **self.defaults,
@@ -79,8 +81,9 @@ class Method:
         """Hyper-parameters the papers tune, sampled from ``trial``; defaults are enqueued first."""
         return {}
 
-    def batch_sampler(self, split: Split, batch_size: int, samples_per_class: int | None,
-                      seed: int) -> Any:
+    def batch_sampler(
+        self, split: Split, batch_size: int, samples_per_class: int | None, seed: int
+    ) -> Any:
         """The batch sampler for training; class-balanced P×K by default."""
         from dmlbench.data.samplers import ClassBalancedBatchSampler
 
@@ -104,12 +107,13 @@ class Method:
 
 
 METHODS: Registry[type[Method]] = Registry("method")
+M = TypeVar("M", bound=Method)
 
 
-def register_method(name: str):  # type: ignore[no-untyped-def]
+def register_method(name: str) -> Callable[[type[M]], type[M]]:
     """Class decorator: ``@register_method("multi-similarity")``."""
 
-    def decorator(cls: type[Method]) -> type[Method]:
+    def decorator(cls: type[M]) -> type[M]:
         if not cls.paper:
             raise ValueError(f"method {name} must cite its paper")
         cls.name = name
@@ -119,8 +123,9 @@ def register_method(name: str):  # type: ignore[no-untyped-def]
     return decorator
 
 
-def create_method(name: str, hparams: HParams | None, num_classes: int,
-                  embedding_size: int) -> Method:
+def create_method(
+    name: str, hparams: HParams | None, num_classes: int, embedding_size: int
+) -> Method:
     """Instantiate a registered method; ``None`` overrides are dropped (timm's factory rule)."""
     clean = {k: v for k, v in (hparams or {}).items() if v is not None}
     return METHODS.get(name)(clean, num_classes, embedding_size)

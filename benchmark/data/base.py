@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 LabelKind = Literal["class", "continuous"]
 
 
-class ArrayImages(torch.utils.data.Dataset):  # type: ignore[type-arg]
+class ArrayImages(torch.utils.data.Dataset):
     """Images held in memory as one uint8 array (N, C, H, W), fetched a batch at a time.
 
     ``__getitems__`` lets a DataLoader fetch a whole batch with one indexing operation instead
@@ -28,7 +28,9 @@ class ArrayImages(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
     def __init__(self, images: np.ndarray) -> None:
         if images.dtype != np.uint8 or images.ndim != 4:
-            raise ValueError(f"expected uint8 (N, C, H, W) images, got {images.dtype} {images.shape}")
+            raise ValueError(
+                f"expected uint8 (N, C, H, W) images, got {images.dtype} {images.shape}"
+            )
         self.images = torch.from_numpy(images)
 
     def __len__(self) -> int:
@@ -54,7 +56,7 @@ class Split:
         gallery: indices of the gallery items (with ``queries``).
     """
 
-    images: torch.utils.data.Dataset  # type: ignore[type-arg]
+    images: torch.utils.data.Dataset
     labels: np.ndarray
     label_kind: LabelKind = "class"
     queries: np.ndarray | None = None

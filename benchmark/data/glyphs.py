@@ -25,12 +25,19 @@ import tempfile
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from dmlbench.data.base import DATASETS, ArrayImages, DatasetSource, DataSplits, Split
-from dmlbench.data.base import fingerprint_arrays
+from dmlbench.data.base import (
+    DATASETS,
+    ArrayImages,
+    DatasetSource,
+    DataSplits,
+    Split,
+    fingerprint_arrays,
+)
 from dmlbench.protocol import StrictModel
 
 log = logging.getLogger(__name__)
@@ -93,7 +100,7 @@ def _clean_render(ch: str, font_index: int) -> bytes:
 
 
 @lru_cache(maxsize=512)
-def _font(index: int, size: int):  # type: ignore[no-untyped-def]
+def _font(index: int, size: int) -> Any:
     from PIL import ImageFont
 
     return ImageFont.truetype(str(font_dir() / FONT_FILES[index]), size)
@@ -111,8 +118,13 @@ def render(ch: str, font_index: int, size: int, rng: np.random.Generator) -> np.
     font = _font(font_index, max(8, int(canvas * scale)))
     img = Image.new("L", (canvas, canvas), 0)
     ImageDraw.Draw(img).text(
-        (canvas / 2 + dx, canvas / 2 + dy), ch, fill=255, font=font, anchor="mm",
-        stroke_width=stroke, stroke_fill=255,
+        (canvas / 2 + dx, canvas / 2 + dy),
+        ch,
+        fill=255,
+        font=font,
+        anchor="mm",
+        stroke_width=stroke,
+        stroke_fill=255,
     )
     img = img.rotate(angle, resample=Image.Resampling.BICUBIC)
     img = img.resize((size, size), resample=Image.Resampling.BOX)
@@ -126,7 +138,9 @@ def select_classes(num_classes: int) -> list[str]:
     if num_classes > len(letters):
         from dmlbench.errors import DataError
 
-        raise DataError(f"glyphs: num_classes={num_classes} but the fonts share {len(letters)} letters")
+        raise DataError(
+            f"glyphs: num_classes={num_classes} but the fonts share {len(letters)} letters"
+        )
     picks = np.linspace(0, len(letters) - 1, num_classes).round().astype(int)
     return [letters[i] for i in picks]
 
@@ -152,7 +166,8 @@ def _cache_key(params: GlyphsParams) -> str:
     import matplotlib
     import PIL
 
-    text = f"{params.model_dump_json()}|v{GENERATOR_VERSION}|mpl{matplotlib.__version__}|pil{PIL.__version__}"
+    versions = f"v{GENERATOR_VERSION}|mpl{matplotlib.__version__}|pil{PIL.__version__}"
+    text = f"{params.model_dump_json()}|{versions}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -185,7 +200,8 @@ class Glyphs(DatasetSource):
     Params = GlyphsParams
     description = "letters rendered in matplotlib's 16 fonts (embedded, generated)"
 
-    def load(self, params: GlyphsParams, root: Path | None, cache_dir: Path) -> DataSplits:  # type: ignore[override]
+    def load(self, params: BaseModel, root: Path | None, cache_dir: Path) -> DataSplits:
+        assert isinstance(params, GlyphsParams)
         images, labels, classes = load_or_generate(params, cache_dir)
         n_train = len(classes) // 2
         train = labels < n_train
@@ -193,6 +209,9 @@ class Glyphs(DatasetSource):
             train=Split(ArrayImages(images[train]), labels[train]),
             test=Split(ArrayImages(images[~train]), labels[~train] - n_train),
             fingerprint=fingerprint_arrays(images, labels, extra="glyphs"),
-            info={"train_classes": n_train, "test_classes": len(classes) - n_train,
-                  "first_test_class": classes[n_train]},
+            info={
+                "train_classes": n_train,
+                "test_classes": len(classes) - n_train,
+                "first_test_class": classes[n_train],
+            },
         )

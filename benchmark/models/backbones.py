@@ -95,7 +95,7 @@ def _timm(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Modu
                 f"{err}); put them in the Hugging Face cache (HF_HOME) or set pretrained: null"
             ) from None
         raise
-    return net, int(net.num_features)
+    return net, int(net.num_features)  # type: ignore[arg-type]
 
 
 def _torchvision(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
@@ -135,7 +135,7 @@ def _strip_classifier(net: nn.Module) -> tuple[nn.Module, int]:
         if linear is not None:
             setattr(net, attr, nn.Identity())
             if hasattr(net, "aux_logits"):
-                net.aux_logits = False  # GoogLeNet/Inception: no auxiliary heads
+                net.aux_logits = False  # type: ignore[assignment]  # GoogLeNet/Inception: no auxiliary heads
                 for aux in ("aux1", "aux2", "AuxLogits"):
                     if hasattr(net, aux):
                         setattr(net, aux, None)

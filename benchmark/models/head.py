@@ -32,7 +32,9 @@ class EmbeddingNet(nn.Module):
     ) -> None:
         super().__init__()
         self.backbone = backbone
-        self.norm = nn.LayerNorm(feature_dim, elementwise_affine=False) if feature_layer_norm else None
+        self.norm = (
+            nn.LayerNorm(feature_dim, elementwise_affine=False) if feature_layer_norm else None
+        )
         self.head = nn.Linear(feature_dim, embedding_size)
         self.normalize = normalize
         self.embedding_size = embedding_size
@@ -45,7 +47,9 @@ class EmbeddingNet(nn.Module):
         return F.normalize(emb, dim=1) if self.normalize else emb
 
 
-def build_model(spec: ModelSpec, in_channels: int, feature_layer_norm: bool = False) -> EmbeddingNet:
+def build_model(
+    spec: ModelSpec, in_channels: int, feature_layer_norm: bool = False
+) -> EmbeddingNet:
     backbone, dim = create_backbone(spec.backbone, spec.pretrained, in_channels)
     if spec.frozen_bn:
         freeze_batchnorm(backbone)

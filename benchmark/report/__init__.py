@@ -10,5 +10,10 @@ from dmlbench.report.tables import (
     write_reports,
 )
 
-__all__ = ["MixedProtocolsError", "records_frame", "render_markdown", "summary_table",
-           "write_reports"]
+__all__ = [
+    "MixedProtocolsError",
+    "records_frame",
+    "render_markdown",
+    "summary_table",
+    "write_reports",
+]

@@ -28,13 +28,19 @@ def records_frame(records: Iterable[Record]) -> pd.DataFrame:
     """One row per record: protocol, method, seed, stage, overrides flag and every metric."""
     rows = []
     for r in records:
-        rows.append({
-            "protocol": r.protocol.name, "version": r.protocol.version,
-            "protocol_hash": r.protocol.hash, "method": r.method, "seed": r.seed,
-            "stage": r.stage, "overridden": bool(r.overrides),
-            "train_seconds": r.timings.train_seconds,
-            **{k: v for k, v in r.metrics.items() if k not in HIDDEN},
-        })
+        rows.append(
+            {
+                "protocol": r.protocol.name,
+                "version": r.protocol.version,
+                "protocol_hash": r.protocol.hash,
+                "method": r.method,
+                "seed": r.seed,
+                "stage": r.stage,
+                "overridden": bool(r.overrides),
+                "train_seconds": r.timings.train_seconds,
+                **{k: v for k, v in r.metrics.items() if k not in HIDDEN},
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -44,7 +50,7 @@ def metric_columns(df: pd.DataFrame) -> list[str]:
     def key(c: str) -> tuple[int, float]:
         for i, prefix in enumerate(METRIC_ORDER):
             if c.startswith(prefix):
-                tail = c[len(prefix):]
+                tail = c[len(prefix) :]
                 return i, float(tail) if tail.replace(".", "").isdigit() else 0.0
         return len(METRIC_ORDER), 0.0
 
@@ -98,9 +104,12 @@ def format_table(table: pd.DataFrame, percent: bool = True) -> pd.DataFrame:
 def render_markdown(formatted: pd.DataFrame, index_name: str = "method") -> str:
     headers = [index_name, *map(str, formatted.columns)]
     rows = [[str(i), *map(str, r)] for i, r in zip(formatted.index, formatted.values, strict=True)]
-    widths = [max(len(h), *(len(r[j]) for r in rows)) if rows else len(h)
-              for j, h in enumerate(headers)]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
+    widths = [
+        max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(headers)
+    ]
+    line = lambda cells: (
+        "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+    )
     sep = "| " + " | ".join("-" * w for w in widths) + " |"
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
 
@@ -126,10 +135,15 @@ def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path,
         out_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(csv_path, table.to_csv(float_format="%.6f"))
         title = f"{name} v{version} (protocol hash {h[:12]})"
-        note = ("\n\n*Some runs used overrides (e.g. --max-steps); not leaderboard numbers.*"
-                if overridden else "")
-        md = (f"## {title}\n\nTest-class metrics in %, mean ± std over seeds; best in bold."
-              f"\n\n{render_markdown(format_table(table))}{note}\n")
+        note = (
+            "\n\n*Some runs used overrides (e.g. --max-steps); not leaderboard numbers.*"
+            if overridden
+            else ""
+        )
+        md = (
+            f"## {title}\n\nTest-class metrics in %, mean ± std over seeds; best in bold."
+            f"\n\n{render_markdown(format_table(table))}{note}\n"
+        )
         atomic_write_text(md_path, md)
         written.append((title, md_path, md))
     return written

@@ -1,0 +1,66 @@
+"""glyphs: deterministic, cached, fingerprinted, zero-shot split, no homoglyph classes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dmlbench.data import load_data
+from dmlbench.data.glyphs import (
+    FONT_FILES,
+    GlyphsParams,
+    _clean_render,
+    available_letters,
+    generate,
+    load_or_generate,
+)
+
+
+def test_sixteen_fonts_and_hundreds_of_letters() -> None:
+    assert len(FONT_FILES) == 16
+    letters = available_letters()
+    assert 400 <= len(letters) <= 730
+    assert list(letters) == sorted(letters)
+
+
+def test_homoglyphs_are_removed() -> None:
+    letters = set(available_letters())
+    assert "A" in letters
+    # Greek capital alpha and Cyrillic A draw exactly like Latin A in these fonts.
+    for twin in ("\u0391", "\u0410"):
+        if twin not in letters:
+            continue
+        assert any(_clean_render(twin, f) != _clean_render("A", f) for f in (0, 8, 12))
+
+
+def test_generation_is_deterministic_and_varied() -> None:
+    p = GlyphsParams(num_classes=6, image_size=32)
+    a, la, ca = generate(p)
+    b, lb, cb = generate(p)
+    assert np.array_equal(a, b) and np.array_equal(la, lb) and ca == cb
+    assert a.shape == (6 * 16, 1, 32, 32) and a.dtype == np.uint8
+    assert len({img.tobytes() for img in a}) == len(a)  # every instance differs
+    c, _, _ = generate(p.model_copy(update={"seed": 1}))
+    assert not np.array_equal(a, c)
+
+
+def test_cache_round_trip_and_corrupt_cache_is_regenerated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = GlyphsParams(num_classes=4)
+    first = load_or_generate(p, tmp_path)
+    files = list((tmp_path / "glyphs").glob("*.npz"))
+    assert len(files) == 1
+    again = load_or_generate(p, tmp_path)
+    assert np.array_equal(first[0], again[0])
+    files[0].write_bytes(b"not a zip file")
+    repaired = load_or_generate(p, tmp_path)
+    assert np.array_equal(first[0], repaired[0])
+
+
+def test_zero_shot_split_and_fingerprint(tiny_glyphs_protocol) -> None:  # type: ignore[no-untyped-def]
+    data = load_data(tiny_glyphs_protocol)
+    assert data.train.num_classes == data.test.num_classes == 20
+    assert len(data.train) == len(data.test) == 20 * 16
+    assert data.info["train_classes"] == 20
+    assert data.fingerprint == load_data(tiny_glyphs_protocol).fingerprint
+    # Test images are classes the training split never contains.
+    train_imgs = {bytes(data.train.images[i].numpy().tobytes()) for i in range(len(data.train))}
+    assert not any(data.test.images[i].numpy().tobytes() in train_imgs for i in range(50))

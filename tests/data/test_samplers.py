@@ -1,0 +1,50 @@
+"""The class-balanced P×K sampler."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from dmlbench.data.samplers import ClassBalancedBatchSampler
+from dmlbench.errors import DataError
+
+LABELS = np.repeat(np.arange(10), 8)
+
+
+def test_batches_are_p_classes_times_k() -> None:
+    s = ClassBalancedBatchSampler(LABELS, batch_size=16, samples_per_class=4, seed=0)
+    assert len(s) == len(LABELS) // 16
+    for batch in s:
+        counts = Counter(LABELS[batch])
+        assert len(batch) == 16 and len(counts) == 4 and set(counts.values()) == {4}
+
+
+def test_order_depends_on_seed_and_epoch_only() -> None:
+    a = ClassBalancedBatchSampler(LABELS, 16, 4, seed=3)
+    b = ClassBalancedBatchSampler(LABELS, 16, 4, seed=3)
+    assert list(a) == list(b)
+    b.set_epoch(1)
+    assert list(a) != list(b)
+    a.set_epoch(1)
+    assert list(a) == list(b)
+
+
+def test_an_epoch_covers_most_images() -> None:
+    s = ClassBalancedBatchSampler(LABELS, 16, 4, seed=0)
+    seen = {i for batch in s for i in batch}
+    assert len(seen) > 0.6 * len(LABELS)
+
+
+def test_small_class_repeats_rather_than_fails() -> None:
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2])
+    for batch in ClassBalancedBatchSampler(labels, 4, 2, seed=0):
+        assert len(batch) == 4
+
+
+def test_impossible_batches_are_clear_errors() -> None:
+    with pytest.raises(DataError, match="needs 8 classes"):
+        ClassBalancedBatchSampler(LABELS[:16], 16, 2, seed=0)
+    with pytest.raises(DataError, match="smaller than samples_per_class"):
+        ClassBalancedBatchSampler(LABELS, 2, 4, seed=0)

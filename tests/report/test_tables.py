@@ -1,0 +1,43 @@
+"""Report tables: one protocol hash per table, mean ± std over seeds, untrained last."""
+
+from __future__ import annotations
+
+import pytest
+
+from dmlbench.report import MixedProtocolsError, records_frame, summary_table, write_reports
+from tests.test_records import make
+
+
+def test_mean_std_and_order() -> None:
+    recs = [
+        make("a", 0, **{"recall@1": 0.5}),
+        make("a", 1, **{"recall@1": 0.7}),
+        make("b", 0, **{"recall@1": 0.9}),
+        make("untrained", 0, **{"recall@1": 0.95}),
+    ]
+    table = summary_table(records_frame(recs))
+    assert list(table.index) == ["b", "a", "untrained"]
+    assert table.loc["a", "recall@1"] == pytest.approx(0.6)
+    assert table.loc["a", "recall@1_std"] == pytest.approx(0.1414, abs=1e-3)
+    assert table.loc["a", "seeds"] == 2
+
+
+def test_refuses_to_mix_protocol_hashes() -> None:
+    df = records_frame([make("a", h="a" * 64), make("a", h="b" * 64)])
+    with pytest.raises(MixedProtocolsError, match="2 protocol hashes"):
+        summary_table(df)
+
+
+def test_write_reports_one_table_per_hash(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    recs = [make("a", h="a" * 64), make("b", h="b" * 64, **{"recall@1": 0.1, "nmi": 0.3})]
+    written = write_reports(recs, tmp_path)
+    assert len(written) == 2
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [
+        "p-aaaaaaaaaaaa.csv",
+        "p-aaaaaaaaaaaa.md",
+        "p-bbbbbbbbbbbb.csv",
+        "p-bbbbbbbbbbbb.md",
+    ]
+    md = (tmp_path / "p-bbbbbbbbbbbb.md").read_text()
+    assert "| b " in md and "**10.0 ± 0.0**" in md and "30.0" in md

@@ -1,0 +1,119 @@
+"""The command line: help texts, one-line errors with exit status 2, run → report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dmlbench.cli import build_parser, main
+from tests.test_protocol import BASE
+
+SUBCOMMANDS = ["run", "report", "list", "validate"]
+
+
+def test_every_subcommand_has_help(capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    for sub in SUBCOMMANDS:
+        assert sub in out
+    parser = build_parser()
+    actions = [a for a in parser._actions if a.dest == "command"]
+    for sub in actions[0].choices:  # type: ignore[union-attr]
+        with pytest.raises(SystemExit):
+            main([sub, "--help"])
+        text = capsys.readouterr().out
+        assert ("usage: dmlbench" in text and "--" in text) or "positional" in text, sub
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (("model: {", "model: {embeding_size: 3, "), "model.embeding_size: unknown key"),
+        (("size: 32", "size: lots"), "batch.size:"),
+        (("seeds: [0]\n", ""), "seeds: required key is missing"),
+    ],
+    ids=["unknown-key", "wrong-type", "missing-field"],
+)
+def test_bad_protocol_is_one_line_exit_2(
+    tmp_path: Path, edit: tuple[str, str], fragment: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BASE.replace(*edit))
+    for argv in (["validate", str(path)], ["run", "--protocol", str(path)]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "dmlbench", *argv], capture_output=True, text=True
+        )
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr
+        assert str(path) in lines[0] and fragment in lines[0]
+
+
+def test_unknown_method_is_a_clear_error(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["run", "--method", "multi-similarty", "--no-progress"]) == 2
+    assert "did you mean 'multi-similarity'" in capsys.readouterr().err
+
+
+def test_list(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["list", "methods"]) == 0
+    out = capsys.readouterr().out
+    assert "multi-similarity" in out and "Schroff" in out
+    assert main(["list", "methods", "*proxy*"]) == 0
+    assert "contrastive" not in capsys.readouterr().out
+    assert main(["list", "protocols"]) == 0
+    assert "glyphs-mini" in capsys.readouterr().out
+    assert main(["validate"]) == 0
+
+
+def test_run_then_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    proto = tmp_path / "p.yaml"
+    proto.write_text(BASE)
+    args = [
+        "run",
+        "--protocol",
+        str(proto),
+        "--method",
+        "contrastive",
+        "--seed",
+        "0",
+        "--max-steps",
+        "3",
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--reports-dir",
+        str(tmp_path / "rep"),
+        "--no-progress",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| contrastive" in out and "| untrained" in out and "recall@1" in out
+    files = sorted((tmp_path / "res").rglob("*.json"))
+    assert [f.name for f in files] == ["contrastive-seed0-final.json", "untrained-seed0-final.json"]
+    record = json.loads(files[0].read_text())
+    assert record["overrides"] == {"max_steps": 3}
+    assert record["protocol"]["hash"] and record["data_fingerprint"] and record["env"]["packages"]
+    # resume: the same command reuses the records instead of training again
+    stamp = files[0].stat().st_mtime_ns
+    assert main(args) == 0
+    assert files[0].stat().st_mtime_ns == stamp
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "report",
+                "--results-dir",
+                str(tmp_path / "res"),
+                "--reports-dir",
+                str(tmp_path / "rep2"),
+            ]
+        )
+        == 0
+    )
+    assert "| contrastive" in capsys.readouterr().out
+    assert len(list((tmp_path / "rep2").glob("*.md"))) == 1

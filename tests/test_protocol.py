@@ -1,0 +1,124 @@
+"""Protocols: strict validation with errors that name file and key, include, hash, lock."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dmlbench.errors import ProtocolError
+from dmlbench.protocol import (
+    builtin_dir,
+    builtin_names,
+    check_lock,
+    load_protocol,
+    protocol_hash,
+    write_lock,
+)
+
+BASE = """\
+name: mine
+version: 1
+data: {dataset: glyphs, params: {num_classes: 40}}
+model: {backbone: small-cnn, embedding_size: 32}
+batch: {size: 32}
+optim: {lr: 0.001, epochs: 1}
+seeds: [0]
+"""
+
+
+def test_every_shipped_protocol_loads_and_is_locked() -> None:
+    assert {"glyphs-mini", "glyphs"} <= set(builtin_names())
+    for name in builtin_names():
+        assert load_protocol(name).name == name
+    assert check_lock() == []
+
+
+def test_unknown_key_names_file_key_and_suggestion(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    path = write_yaml("p.yaml", BASE.replace("model: {", "model: {embeding_size: 3, "))
+    with pytest.raises(ProtocolError) as err:
+        load_protocol(path)
+    msg = str(err.value)
+    assert str(path) in msg and "model.embeding_size: unknown key" in msg
+    assert "did you mean 'embedding_size'" in msg
+    assert "\n" not in msg
+
+
+def test_wrong_type_and_bad_range(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ProtocolError, match=r"batch\.size: .*integer"):
+        load_protocol(write_yaml("a.yaml", BASE.replace("size: 32", "size: many")))
+    with pytest.raises(ProtocolError, match=r"optim\.lr: .*greater than 0"):
+        load_protocol(write_yaml("b.yaml", BASE.replace("lr: 0.001", "lr: -1")))
+
+
+def test_missing_required_field(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ProtocolError, match=r"seeds: required key is missing"):
+        load_protocol(write_yaml("p.yaml", BASE.replace("seeds: [0]\n", "")))
+
+
+def test_data_params_are_validated_by_the_data_set(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    path = write_yaml("p.yaml", BASE.replace("num_classes: 40", "num_clases: 40"))
+    with pytest.raises(ProtocolError, match=r"data\.params\.num_clases: unknown key.*num_classes"):
+        load_protocol(path)
+
+
+def test_unknown_components_suggest_names(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ProtocolError, match="did you mean 'glyphs'"):
+        load_protocol(write_yaml("a.yaml", BASE.replace("dataset: glyphs", "dataset: glyph")))
+    with pytest.raises(ProtocolError, match="did you mean 'small-cnn'"):
+        load_protocol(write_yaml("b.yaml", BASE.replace("small-cnn", "small_cnn")))
+    with pytest.raises(ProtocolError, match="did you mean 'contrastive'"):
+        load_protocol(write_yaml("c.yaml", BASE + "methods: [contrastiv]\n"))
+
+
+def test_yaml_syntax_error_names_line(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ProtocolError, match=r"p\.yaml: line \d+"):
+        load_protocol(write_yaml("p.yaml", BASE + "optim: {lr: [\n"))
+
+
+def test_include_overrides_keys(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    write_yaml("base.yaml", BASE)
+    child = write_yaml(
+        "child.yaml", "include: base.yaml\nname: child\nmodel: {embedding_size: 128}\n"
+    )
+    p = load_protocol(child)
+    assert p.name == "child" and p.model.embedding_size == 128
+    assert p.model.backbone == "small-cnn"  # kept from the base (deep merge)
+
+
+def test_include_cycle_is_an_error(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    write_yaml("a.yaml", "include: b.yaml\n")
+    b = write_yaml("b.yaml", "include: a.yaml\n")
+    with pytest.raises(ProtocolError, match="include cycle"):
+        load_protocol(b)
+
+
+def test_hash_covers_numbers_not_free_text(write_yaml) -> None:  # type: ignore[no-untyped-def]
+    p = load_protocol(write_yaml("a.yaml", BASE))
+    same = load_protocol(write_yaml("b.yaml", BASE + "description: words\n"))
+    rooted = p.model_copy(update={"data": p.data.model_copy(update={"root": "/data"})})
+    assert protocol_hash(p) == protocol_hash(same) == protocol_hash(rooted)
+    assert p.with_overrides({"model.embedding_size": 64}).hash != p.hash
+    assert len(p.hash) == 64
+
+
+def test_lock_detects_change_without_version_bump(tmp_path: Path) -> None:
+    folder = tmp_path / "protocols"
+    folder.mkdir()
+    shutil.copy(builtin_dir() / "glyphs-mini.yaml", folder / "glyphs-mini.yaml")
+    write_lock(folder)
+    assert check_lock(folder) == []
+    path = folder / "glyphs-mini.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["optim"]["epochs"] = 99
+    path.write_text(yaml.safe_dump(raw))
+    problems = check_lock(folder)
+    assert len(problems) == 1 and "bump" in problems[0]
+    with pytest.raises(ProtocolError, match="bump"):
+        write_lock(folder)
+    raw["version"] = 2
+    path.write_text(yaml.safe_dump(raw))
+    write_lock(folder)
+    assert check_lock(folder) == []
