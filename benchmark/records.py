@@ -9,6 +9,7 @@ the reader reports damaged files instead of crashing on them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -76,8 +77,16 @@ def record_path(
     method: str,
     seed: int,
     stage: str = "final",
+    overrides: dict[str, Any] | None = None,
 ) -> Path:
-    return results_dir / protocol_name / protocol_hash[:12] / f"{method}-seed{seed}-{stage}.json"
+    """Where a record lives. Runs with overrides (``--max-steps``...) get their own file, so a
+    smoke test can never overwrite, or be mistaken for, a real run."""
+    tag = ""
+    if overrides:
+        digest = hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()
+        tag = f"-override-{digest[:8]}"
+    folder = results_dir / protocol_name / protocol_hash[:12]
+    return folder / f"{method}-seed{seed}-{stage}{tag}.json"
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -66,7 +66,9 @@ def run_protocol(
     records = []
     for seed in seeds:
         for name in [UNTRAINED, *methods]:
-            path = record_path(options.results_dir, protocol.name, protocol.hash, name, seed)
+            path = record_path(
+                options.results_dir, protocol.name, protocol.hash, name, seed, "final", overrides
+            )
             if path.is_file() and not options.force:
                 record = load_record(path)
                 if record.overrides == overrides and record.data_fingerprint == data.fingerprint:

@@ -125,18 +125,17 @@ def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path,
     if df.empty:
         return []
     written = []
-    for h, part in df.groupby("protocol_hash", sort=True):
+    for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
         name, version = part["protocol"].iloc[0], int(part["version"].iloc[0])
-        overridden = bool(part["overridden"].any())
         table = summary_table(part)
-        stem = f"{name}-{h[:12]}"
+        stem = f"{name}-{h[:12]}" + ("-overrides" if overridden else "")
         csv_path = out_dir / f"{stem}.csv"
         md_path = out_dir / f"{stem}.md"
         out_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(csv_path, table.to_csv(float_format="%.6f"))
         title = f"{name} v{version} (protocol hash {h[:12]})"
         note = (
-            "\n\n*Some runs used overrides (e.g. --max-steps); not leaderboard numbers.*"
+            "\n\n*Runs with overrides (e.g. --max-steps): smoke tests, not leaderboard numbers.*"
             if overridden
             else ""
         )
