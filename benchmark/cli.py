@@ -30,11 +30,14 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dmlbench.distributed import init_from_env
     from dmlbench.methods import METHODS, load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
     from dmlbench.runner import RunOptions, run_protocol
+    from dmlbench.train import Accel
 
+    init_from_env()  # under torchrun: one process group, one trial on several GPUs
     load_plugins(args.plugin)
     protocol = load_protocol(args.protocol)
     overrides: dict[str, object] = {}
@@ -61,6 +64,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         hparams=_parse_hparams(args.hparam),
         overrides=overrides,
+        accel=Accel(
+            num_workers=args.loader_workers,
+            amp=args.amp,
+            channels_last=args.channels_last,
+            compile_model=args.compile,
+        ),
     )
     print(
         f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "
@@ -95,7 +104,7 @@ def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from dmlbench.records import load_records
-    from dmlbench.report import write_reports
+    from dmlbench.report.build import build_reports
 
     root = Path(args.results_dir)
     if not root.is_dir():
@@ -107,9 +116,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         records = [r for r in records if r.protocol.name == args.protocol]
     if not records:
         raise DmlbenchError(f"{root}: no records found")
-    for _, path, text in write_reports(records, Path(args.reports_dir)):
-        print(text)
-        print(f"written: {path} (and .csv)")
+    written = build_reports(records, Path(args.reports_dir), root / "published")
+    for path in written:
+        if path.suffix == ".md" and not path.stem.endswith(("-budget", "-published")):
+            print(path.read_text(encoding="utf-8"))
+    print(f"written: {len(written)} files to {args.reports_dir} (.md .csv .tex .html .png .svg)")
     return 0
 
 
@@ -224,6 +235,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace the protocol's backbone (smoke tests on CPU; marked in the record, "
         "never a leaderboard number)",
     )
+    run.add_argument(
+        "--loader-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="DataLoader worker processes per training run (numbers do not depend on it)",
+    )
+    run.add_argument(
+        "--amp",
+        choices=["auto", "bf16", "fp16", "off"],
+        default="auto",
+        help="mixed precision on CUDA (auto = bf16; never used on the CPU)",
+    )
+    run.add_argument("--channels-last", action="store_true", help="NHWC memory format (GPU)")
+    run.add_argument("--compile", action="store_true", help="torch.compile the model")
     run.add_argument("--force", action="store_true", help="recompute runs that have a record")
     run.add_argument(
         "--plugin",
@@ -238,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report",
         help="tables of the records in a results folder",
-        description="Read every record under --results-dir, group by "
-        "protocol hash and write one Markdown and CSV table per hash.",
+        description="Read every record under --results-dir, group by protocol hash and write "
+        "per hash a Markdown/CSV/LaTeX table, a bar plot, reported-vs-reproduced and budget "
+        "tables and an HTML page, plus ranking.md.",
     )
     report.add_argument(
         "--results-dir", default="results", help="records to read (default: results)"
@@ -296,8 +323,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    from dmlbench.checkpoint import TrainingInterrupted
+
     try:
         return int(args.func(args))
+    except TrainingInterrupted as err:
+        print(f"interrupted: {err}", file=sys.stderr)
+        return 130
     except DmlbenchError as err:
         if args.debug:
             raise

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from dmlbench.data.base import Split
+from dmlbench.distributed import faiss_flat_l2
+from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import MetricsSpec
 
 
@@ -35,11 +38,10 @@ def knn(
     ``self_index`` gives each query's own position in the gallery (queries drawn from the
     gallery); that item is removed from the result even when ties put it elsewhere than first.
     """
-    import faiss
 
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     gallery = np.ascontiguousarray(gallery, dtype=np.float32)
-    index = faiss.IndexFlatL2(gallery.shape[1])
+    index = faiss_flat_l2(gallery.shape[1])  # on a GPU when faiss-gpu and a GPU are present
     index.add(gallery)
     extra = 0 if self_index is None else 1
     _, idx = index.search(queries, min(k + extra, gallery.shape[0]))
@@ -100,6 +102,18 @@ def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0) -> float:
     kmeans.train(x)
     _, assign = kmeans.index.search(x, 1)
     return float(normalized_mutual_info_score(labels, assign[:, 0]))
+
+
+def check_ks(spec: MetricsSpec, split: Split) -> None:
+    """Every K must leave something to rank: K ≤ gallery size (minus the query itself)."""
+    gallery = len(split) if split.gallery is None else len(split.gallery)
+    usable = gallery - (1 if split.gallery is None else 0)
+    for key in ("recall_at", "ndcg_at", "label_distance_at"):
+        too_big = [k for k in getattr(spec, key) if k > usable]
+        if too_big:
+            raise DmlbenchError(
+                f"metrics.{key}: K={too_big[0]} is larger than the gallery ({usable} items)"
+            )
 
 
 def evaluate(

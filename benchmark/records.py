@@ -16,6 +16,8 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -102,6 +104,33 @@ def atomic_write_text(path: Path, text: str) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def record_lock(path: Path, enabled: bool = True) -> Iterator[bool]:
+    """An exclusive, non-blocking lock on ``path``'s run across processes.
+
+    Yields ``True`` when this process owns the run, ``False`` when another process holds it
+    (two ``dmlbench run`` processes on one results folder then share the work instead of
+    computing, and writing, the same record twice). The lock dies with its process.
+    """
+    import fcntl
+
+    if not enabled:  # DDP ranks other than 0 follow rank 0 and write nothing
+        yield True
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.with_name(f".{path.name}.lock")
+    with open(lock_path, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def save_record(record: Record, path: Path) -> Path:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dmlbench import distributed
 from dmlbench.data import DataSplits, Split, load_data
-from dmlbench.evaluate import evaluate
+from dmlbench.evaluate import check_ks, evaluate
 from dmlbench.methods import METHODS, HParams, create_method
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
@@ -28,10 +29,11 @@ from dmlbench.records import (
     Timings,
     environment,
     load_record,
+    record_lock,
     record_path,
     save_record,
 )
-from dmlbench.train import embed, image_channels, init_model, resolve_device, train
+from dmlbench.train import Accel, embed, image_channels, init_model, resolve_device, train
 
 log = logging.getLogger(__name__)
 UNTRAINED = "untrained"
@@ -50,6 +52,7 @@ class RunOptions:
     progress: bool = True
     hparams: dict[str, HParams] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
+    accel: Accel = field(default_factory=Accel)
 
 
 def run_protocol(
@@ -60,25 +63,47 @@ def run_protocol(
     for name in methods:
         METHODS.get(name)  # unknown names fail before any work
     data = load_data(protocol, options.data_root)
+    check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
     overrides = dict(options.overrides)
     if options.max_steps is not None:
         overrides["max_steps"] = options.max_steps
+    is_main = distributed.current().is_main
     records = []
     for seed in seeds:
         for name in [UNTRAINED, *methods]:
             path = record_path(
                 options.results_dir, protocol.name, protocol.hash, name, seed, "final", overrides
             )
-            if path.is_file() and not options.force:
-                record = load_record(path)
-                if record.overrides == overrides and record.data_fingerprint == data.fingerprint:
-                    log.info("reusing %s", path)
-                    records.append(record)
+            with record_lock(path, enabled=is_main) as owned:
+                if not owned:
+                    log.warning("%s is being computed by another process; skipped", path.name)
                     continue
-            record = run_one(protocol, name, seed, data, options, overrides)
-            save_record(record, path)
-            records.append(record)
+                record = _reusable(path, overrides, data.fingerprint, options.force)
+                if record is None:
+                    ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
+                    record = run_one(protocol, name, seed, data, options, overrides, ckpt)
+                    if is_main:  # under torchrun every rank trains, rank 0 writes
+                        save_record(record, path)
+                        ckpt.unlink(missing_ok=True)
+                records.append(record)
     return records
+
+
+def _reusable(
+    path: Path, overrides: dict[str, Any], fingerprint: str, force: bool
+) -> Record | None:
+    """The record at ``path`` if it was made under the same conditions (resume)."""
+    if force or not path.is_file():
+        return None
+    try:
+        record = load_record(path)
+    except Exception as err:  # a damaged file is recomputed, not fatal
+        log.warning("%s is damaged (%s); recomputing", path, type(err).__name__)
+        return None
+    if record.overrides == overrides and record.data_fingerprint == fingerprint:
+        log.info("reusing %s", path)
+        return record
+    return None
 
 
 def run_one(
@@ -88,6 +113,7 @@ def run_one(
     data: DataSplits,
     options: RunOptions,
     overrides: dict[str, Any],
+    checkpoint: Path | None = None,
 ) -> Record:
     """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``."""
     device = resolve_device(options.device)
@@ -113,6 +139,8 @@ def run_one(
             device=device,
             max_steps=options.max_steps,
             progress=options.progress,
+            checkpoint=checkpoint,
+            accel=options.accel,
         )
         model, curve = result.model, result.curve
         steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second

@@ -11,12 +11,20 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from dmlbench.checkpoint import (
+    Progress,
+    TrainingInterrupted,
+    interrupt_guard,
+    load_checkpoint,
+    save_checkpoint,
+)
 from dmlbench.data.base import Split
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import Method
@@ -44,7 +52,11 @@ def seed_everything(seed: int) -> None:
 
 def resolve_device(name: str = "auto") -> torch.device:
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        from dmlbench.distributed import current
+
+        return torch.device("cuda", current().local_rank)  # torchrun: one GPU per rank
     return torch.device(name)
 
 
@@ -87,6 +99,20 @@ def make_scheduler(protocol: Protocol, opt: torch.optim.Optimizer) -> Any:
     return None
 
 
+@dataclass(frozen=True)
+class Accel:
+    """How to run, never what: data-loader workers and the GPU options.
+
+    None of these may change a number on the CPU; on CUDA, mixed precision is ``auto`` (bf16)
+    unless ``amp`` says ``fp16`` (with a grad scaler) or ``off``.
+    """
+
+    num_workers: int = 0
+    amp: str = "auto"
+    channels_last: bool = False
+    compile_model: bool = False
+
+
 def train(
     protocol: Protocol,
     method: Method,
@@ -97,6 +123,8 @@ def train(
     max_steps: int | None = None,
     on_epoch_end: EpochHook | None = None,
     progress: bool = True,
+    checkpoint: Path | None = None,
+    accel: Accel | None = None,
 ) -> TrainResult:
     """Train ``method`` on ``split`` under ``protocol`` and return the model and its curve.
 
@@ -104,73 +132,174 @@ def train(
         max_steps: stop after this many steps (smoke tests); recorded as an override.
         on_epoch_end: validation hook called after every epoch with (epoch, model); the
             metrics it returns are appended to the curve (search uses them for pruning).
+        checkpoint: file written after every epoch and on SIGINT/SIGTERM; when it exists at
+            the start, training resumes from it (same final numbers as an uninterrupted run).
+        accel: data-loader workers, mixed precision, channels_last, torch.compile.
+
+    Under ``torchrun`` (see :mod:`dmlbench.distributed`) the model is wrapped in DDP, each rank
+    trains on its shard of every global batch, and the loss sees the embeddings of the whole
+    global batch (gathered with their gradient), so a step equals the single-process step.
+
+    Raises:
+        NonFiniteLossError: the loss became NaN or Inf (the message names the step).
+        TrainingInterrupted: SIGINT/SIGTERM; the checkpoint was written first.
     """
     from tqdm.auto import tqdm
 
+    from dmlbench import distributed
+    from dmlbench.data.cache import seed_worker
+
+    accel = accel or Accel()
+    dist_info = distributed.current()
     device = torch.device(device)
     model = init_model(protocol, method, image_channels(split), seed).to(device)
+    if accel.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    wrapped: nn.Module = model  # the result (and every evaluation) keeps the plain model
+    if dist_info.is_distributed:
+        wrapped = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
     loss_fn = method.build_loss().to(device)
     groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]
     groups += method.param_groups(loss_fn, protocol.optim.lr)
     opt = make_optimizer(protocol, groups)
     sched = make_scheduler(protocol, opt)
+    step = _Stepper(
+        forward=torch.compile(wrapped) if accel.compile_model else wrapped,  # type: ignore[arg-type]
+        loss_fn=loss_fn,
+        opt=opt,
+        device=device,
+        accel=accel,
+    )
+    state = Progress()
+    if checkpoint is not None and checkpoint.is_file():
+        state = load_checkpoint(checkpoint, model, loss_fn, opt, sched)
+
+    def save() -> None:
+        if checkpoint is not None and dist_info.is_main:
+            save_checkpoint(checkpoint, state, model, loss_fn, opt, sched)
 
     split_targets = training_targets(split)
     sampler = method.batch_sampler(
         split, protocol.batch.size, protocol.batch.samples_per_class, seed
     )
-    amp = device.type == "cuda"
-
+    if dist_info.is_distributed:
+        m = protocol.batch.samples_per_class or int(method.hparams["samples_per_class"])
+        sampler = distributed.ShardedBatchSampler(
+            sampler, dist_info.rank, dist_info.world_size, group=m
+        )
     total = protocol.optim.epochs * len(sampler)
     if max_steps is not None:
         total = min(total, max_steps)
-    result = TrainResult(model=model, loss_module=loss_fn)
     bar = tqdm(
-        total=total, desc=method.name, disable=None if progress else True, leave=False, unit="step"
+        total=total,
+        initial=state.steps,
+        desc=method.name,
+        disable=None if progress and dist_info.is_main else True,
+        leave=False,
+        unit="step",
     )
     start, images = time.perf_counter(), 0
     try:
-        for epoch in range(protocol.optim.epochs):
-            model.train()
-            loss_fn.train()
-            sampler.set_epoch(epoch)
-            running, n = 0.0, 0
-            batches = list(sampler)  # the loader fetches exactly these, in this order
-            loader = torch.utils.data.DataLoader(
-                split.images, batch_sampler=batches, collate_fn=_collate
-            )
-            for indices, x in zip(batches, loader, strict=True):
-                if result.steps >= total:
+        with interrupt_guard() as stop:
+            while state.epoch < protocol.optim.epochs and state.steps < total:
+                model.train()
+                loss_fn.train()
+                sampler.set_epoch(state.epoch)
+                if hasattr(split.images, "set_epoch"):  # augmentation seeded by (seed, epoch)
+                    split.images.set_epoch(state.epoch, seed)
+                batches = list(sampler)[state.batch :]  # resume inside an epoch
+                loader = torch.utils.data.DataLoader(
+                    split.images,
+                    batch_sampler=batches,
+                    collate_fn=_collate,
+                    num_workers=accel.num_workers,
+                    worker_init_fn=seed_worker if accel.num_workers else None,
+                    generator=torch.Generator().manual_seed(seed * 100_003 + state.epoch),
+                    pin_memory=device.type == "cuda",
+                )
+                for indices, x in zip(batches, loader, strict=True):
+                    if state.steps >= total:
+                        break
+                    value = step(x, split_targets[indices])
+                    if not np.isfinite(value):
+                        raise NonFiniteLossError(state.steps, value)
+                    state.steps += 1
+                    state.batch += 1
+                    state.running_loss += value
+                    state.running_n += 1
+                    images += len(indices) * dist_info.world_size
+                    bar.update(1)
+                    bar.set_postfix(epoch=state.epoch, loss=f"{value:.4f}")
+                    if stop.requested:
+                        save()
+                        raise TrainingInterrupted(
+                            f"interrupted at step {state.steps} (epoch {state.epoch}); "
+                            "the checkpoint is saved: run the same command to resume"
+                        )
+                loss_so_far = state.running_loss / max(state.running_n, 1)
+                if state.steps >= total and state.batch < len(sampler):
+                    # max_steps ended a partial epoch: report it, without scheduler/hook
+                    state.curve.append({"epoch": float(state.epoch), "loss": loss_so_far})
                     break
-                y = split_targets[indices].to(device)
-                x = x.to(device, non_blocking=True)
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-                    emb = model(x)
-                loss = loss_fn(emb.float(), y)
-                value = float(loss.detach())
-                if not np.isfinite(value):
-                    raise NonFiniteLossError(result.steps, value)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                result.steps += 1
-                images += len(indices)
-                running, n = running + value, n + 1
-                bar.update(1)
-                bar.set_postfix(epoch=epoch, loss=f"{value:.4f}")
-            if sched is not None:
-                sched.step()
-            point = {"epoch": float(epoch), "loss": running / max(n, 1)}
-            if on_epoch_end is not None:
-                point.update(on_epoch_end(epoch, model))
-            result.curve.append(point)
-            if result.steps >= total:
-                break
+                if sched is not None:
+                    sched.step()
+                point = {"epoch": float(state.epoch), "loss": loss_so_far}
+                if on_epoch_end is not None:
+                    point.update(on_epoch_end(state.epoch, model))
+                state.curve.append(point)
+                state.epoch, state.batch = state.epoch + 1, 0
+                state.running_loss, state.running_n = 0.0, 0
+                save()
     finally:
         bar.close()
-    result.train_seconds = time.perf_counter() - start
-    result.images_per_second = images / max(result.train_seconds, 1e-9)
-    return result
+    seconds = time.perf_counter() - start
+    return TrainResult(
+        model=model,
+        loss_module=loss_fn,
+        curve=state.curve,
+        steps=state.steps,
+        train_seconds=seconds,
+        images_per_second=images / max(seconds, 1e-9),
+    )
+
+
+@dataclass
+class _Stepper:
+    """One optimisation step: forward (DDP/compile/AMP as configured), loss, backward."""
+
+    forward: nn.Module
+    loss_fn: nn.Module
+    opt: torch.optim.Optimizer
+    device: torch.device
+    accel: Accel
+
+    def __post_init__(self) -> None:
+        self.use_amp = self.device.type == "cuda" and self.accel.amp != "off"
+        self.amp_dtype = torch.float16 if self.accel.amp == "fp16" else torch.bfloat16
+        self.scaler = torch.amp.GradScaler(
+            "cuda", enabled=self.use_amp and self.accel.amp == "fp16"
+        )
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Returns the loss value; a non-finite loss is returned without stepping."""
+        from dmlbench import distributed
+
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device)
+        if self.accel.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):
+            emb = self.forward(x)
+        emb = distributed.all_gather_with_grad(emb.float())  # no-op in one process
+        loss = self.loss_fn(emb, distributed.all_gather_tensor(y))
+        value = float(loss.detach())
+        if np.isfinite(value):
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        return value
 
 
 def training_targets(split: Split) -> torch.Tensor:

@@ -116,4 +116,4 @@ def test_run_then_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-unt
         == 0
     )
     assert "| contrastive" in capsys.readouterr().out
-    assert len(list((tmp_path / "rep2").glob("*.md"))) == 1
+    assert len(list((tmp_path / "rep2").glob("*.html"))) == 1

@@ -111,11 +111,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DMLBENCH_CACHE", "~/.cache/dmlbench")).expanduser()
 
 
-def load_data(protocol: Protocol, data_root: str | None = None) -> DataSplits:
-    """Build the splits a protocol names (generating or reading them as the source does)."""
+def load_data(
+    protocol: Protocol, data_root: str | None = None, cache: Path | None = None
+) -> DataSplits:
+    """Build the splits a protocol names (generating or reading them as the source does).
+
+    Sources that read real images (``takes_images``) get the protocol's image pipelines.
+    """
     source_cls = DATASETS.get(protocol.data.dataset)
     params = source_cls.Params.model_validate(protocol.data.params)
-    return source_cls().load(params, protocol.data_root(data_root), cache_dir())
+    takes_images = getattr(source_cls, "takes_images", False)
+    source = source_cls(protocol.images) if takes_images else source_cls()
+    return source.load(params, protocol.data_root(data_root), cache or cache_dir())
 
 
 def fingerprint_arrays(*arrays: np.ndarray, extra: str = "") -> str:

@@ -11,6 +11,7 @@ and where to put them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -68,10 +69,23 @@ def backbone_exists(name: str) -> bool:
     return False
 
 
-def create_backbone(name: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
-    """Build a backbone by registered name, ``timm:<name>`` or ``torchvision:<name>``."""
+def create_backbone(
+    name: str, pretrained: str | None, in_channels: int, pooling: str = "avg"
+) -> tuple[nn.Module, int]:
+    """Build a backbone by registered name, ``timm:<name>`` or ``torchvision:<name>``.
+
+    ``pooling`` other than ``avg`` is passed to factories that take it (bn-inception,
+    googlenet, resnet50); any other backbone refuses it rather than ignoring it.
+    """
     if name in BACKBONES:
-        return BACKBONES.get(name)(pretrained, in_channels)
+        factory = BACKBONES.get(name)
+        if pooling == "avg":
+            return factory(pretrained, in_channels)
+        if "pooling" not in inspect.signature(factory).parameters:
+            raise DmlbenchError(f"backbone '{name}' supports only pooling: avg")
+        return factory(pretrained, in_channels, pooling=pooling)  # type: ignore[call-arg]
+    if pooling != "avg":
+        raise DmlbenchError(f"backbone '{name}' supports only pooling: avg")
     lib, _, model = name.partition(":")
     if lib == "timm" and model:
         return _timm(model, pretrained, in_channels)

@@ -50,7 +50,7 @@ class EmbeddingNet(nn.Module):
 def build_model(
     spec: ModelSpec, in_channels: int, feature_layer_norm: bool = False
 ) -> EmbeddingNet:
-    backbone, dim = create_backbone(spec.backbone, spec.pretrained, in_channels)
+    backbone, dim = create_backbone(spec.backbone, spec.pretrained, in_channels, spec.pooling)
     if spec.frozen_bn:
         freeze_batchnorm(backbone)
     return EmbeddingNet(backbone, dim, spec.embedding_size, spec.normalize, feature_layer_norm)

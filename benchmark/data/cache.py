@@ -1,0 +1,253 @@
+"""Decoded, resized images cached on disk, so an epoch never decodes a JPEG.
+
+One cache holds every image of a data set's manifest, decoded to RGB and resized so the
+shorter side is ``resize`` pixels (PIL bilinear, exactly what ``torchvision.transforms.Resize``
+does to a PIL image), stored as uint8 (3, h, w) blocks one after another in a single flat
+``pixels.npy`` that is memory-mapped when read; ``index.npy`` holds (offset, h, w) per image.
+Images keep their own aspect ratio, so random crops see the whole picture.
+
+The cache directory is named by the manifest hash (relative paths, sizes, labels) and the
+resize, so a changed file list or size can never reuse a stale cache. It is written in a
+temporary directory and renamed into place: readers see a complete cache or none. The first
+decode of a data set runs on a thread pool (PIL releases the GIL while decoding and
+resizing); a missing or corrupt image stops it with a :class:`DataError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from dmlbench.errors import DataError
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+
+
+def resized_shape(width: int, height: int, resize: int | None) -> tuple[int, int]:
+    """(h, w) after resizing the shorter side to ``resize`` (torchvision's rounding)."""
+    if resize is None:
+        return height, width
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = resize, int(resize * long / short)
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
+def _open(path: Path):
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        return Image.open(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: image file is missing") from None
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        raise DataError(f"{path}: not a readable image ({err})") from None
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the file header, without decoding the pixels."""
+    with _open(path) as img:
+        return img.size
+
+
+def decode(path: Path, resize: int | None) -> np.ndarray:
+    """The image as uint8 (3, h, w) RGB, shorter side resized to ``resize``."""
+    from PIL import Image
+
+    with _open(path) as img:
+        try:
+            img.load()
+            rgb = img.convert("RGB")
+        except (OSError, ValueError, SyntaxError) as err:  # truncated or corrupt data
+            raise DataError(f"{path}: corrupt image ({err})") from None
+    if resize is not None:
+        h, w = resized_shape(rgb.width, rgb.height, resize)
+        if (h, w) != (rgb.height, rgb.width):
+            rgb = rgb.resize((w, h), Image.Resampling.BILINEAR)
+    return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8).transpose(2, 0, 1))
+
+
+class ImageCache:
+    """A finished cache directory: memory-mapped pixels and the (offset, h, w) index.
+
+    The memory map is opened lazily in each process (DataLoader workers included) and is not
+    pickled, so a dataset holding a cache is cheap to send to workers.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.index = np.load(path / "index.npy")
+        self._pixels: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def pixels(self) -> np.ndarray:
+        if self._pixels is None:
+            self._pixels = np.load(self.path / "pixels.npy", mmap_mode="r")
+        return self._pixels
+
+    def get(self, i: int) -> torch.Tensor:
+        """Image ``i`` as a uint8 (3, h, w) tensor (a copy, safe to modify)."""
+        offset, h, w = self.index[i].tolist()
+        block = np.array(self.pixels[offset : offset + 3 * h * w])
+        return torch.from_numpy(block).view(3, h, w)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "index": self.index, "_pixels": None}
+
+
+def cache_path(cache_root: Path, manifest_hash: str, resize: int | None) -> Path:
+    size = "orig" if resize is None else f"r{resize}"
+    return cache_root / "images" / f"{manifest_hash[:20]}-{size}-v{CACHE_VERSION}"
+
+
+def open_or_build(
+    cache_root: Path,
+    manifest_hash: str,
+    files: Sequence[Path],
+    resize: int | None,
+    workers: int | None = None,
+) -> ImageCache:
+    """The cache of ``files`` at ``resize``, built on first use."""
+    path = cache_path(cache_root, manifest_hash, resize)
+    if _is_complete(path, len(files)):
+        return ImageCache(path)
+    if path.exists():
+        log.warning("image cache %s is incomplete or damaged; rebuilding", path)
+        shutil.rmtree(path, ignore_errors=True)
+    _build(path, files, resize, workers)
+    return ImageCache(path)
+
+
+def _is_complete(path: Path, count: int) -> bool:
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        index = np.load(path / "index.npy", mmap_mode="r")
+        pixels = np.load(path / "pixels.npy", mmap_mode="r")
+    except (OSError, ValueError):
+        return False
+    if meta.get("version") != CACHE_VERSION or meta.get("count") != count:
+        return False
+    if index.shape != (count, 3) or count == 0:
+        return False
+    offset, h, w = (int(v) for v in index[-1])
+    return pixels.shape == (offset + 3 * h * w,)
+
+
+def _build(path: Path, files: Sequence[Path], resize: int | None, workers: int | None) -> None:
+    from tqdm.auto import tqdm
+
+    if not files:
+        raise DataError("no images to cache")
+    workers = workers or min(8, os.cpu_count() or 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            sizes = list(pool.map(image_size, files))
+        shapes = np.array([resized_shape(w, h, resize) for w, h in sizes], dtype=np.int64)
+        lengths = 3 * shapes[:, 0] * shapes[:, 1]
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        index = np.column_stack([offsets, shapes]).astype(np.int64)
+        pixels = np.lib.format.open_memmap(
+            tmp / "pixels.npy", mode="w+", dtype=np.uint8, shape=(int(lengths.sum()),)
+        )
+
+        def fill(i: int) -> None:
+            arr = decode(files[i], resize)
+            if arr.shape[1:] != tuple(shapes[i]):  # header and pixels disagree
+                raise DataError(f"{files[i]}: decoded size {arr.shape[1:]} differs from header")
+            pixels[offsets[i] : offsets[i] + lengths[i]] = arr.reshape(-1)
+
+        log.info("decoding %d images into %s", len(files), path)
+        with (
+            ThreadPoolExecutor(workers) as pool,
+            tqdm(
+                total=len(files), desc="caching images", unit="img", disable=None, leave=False
+            ) as bar,
+        ):
+            for _ in pool.map(fill, range(len(files))):
+                bar.update(1)
+        pixels.flush()
+        np.save(tmp / "index.npy", index)
+        meta = {"version": CACHE_VERSION, "count": len(files), "resize": resize}
+        (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        try:
+            os.rename(tmp, path)
+        except OSError:  # another process finished the same cache first
+            if not _is_complete(path, len(files)):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _seeds(seed: int, epoch: int, keys: Sequence[int], n: int) -> list[int]:
+    """``n`` 63-bit seeds that depend only on (seed, epoch, keys)."""
+    state = np.random.SeedSequence([seed, epoch, *keys]).generate_state(n, np.uint64)
+    return [int(s >> np.uint64(1)) for s in state]
+
+
+class CachedImages(torch.utils.data.Dataset):
+    """Items ``indices`` of a cache, passed through a pipeline (float (3, S, S) tensors).
+
+    Once :meth:`set_epoch` has been called, random augmentations draw from a generator seeded
+    by (seed, epoch, the batch's indices, position in the batch): a crop then depends neither on
+    the number of DataLoader workers nor on which worker fetched it, and an image repeated
+    within a batch (a class with fewer than K images) still gets a different crop each time.
+    Before that, they use torch's global generator (seeded per worker by PyTorch, so still
+    deterministic for a seeded main process).
+    """
+
+    def __init__(self, cache: ImageCache, indices: np.ndarray, pipeline: Any, random: bool) -> None:
+        self.cache = cache
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.pipeline = pipeline
+        self.random = random
+        self.seed: int | None = None
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int, seed: int = 0) -> None:
+        self.epoch, self.seed = epoch, seed
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.__getitems__([i])[0]
+
+    def __getitems__(self, indices: list[int]) -> torch.Tensor:
+        images = [self.cache.get(int(self.indices[i])) for i in indices]
+        if not self.random or self.seed is None:
+            return torch.stack([self.pipeline(im) for im in images])
+        seeds = _seeds(self.seed, self.epoch, [int(i) for i in indices], len(indices))
+        out = []
+        state = torch.get_rng_state()  # the CPU generator only: torch.manual_seed would also
+        try:  # queue seeds for every accelerator, about 2 ms per call
+            for im, s in zip(images, seeds, strict=True):
+                torch.default_generator.manual_seed(s)
+                out.append(self.pipeline(im))
+        finally:
+            torch.set_rng_state(state)
+        return torch.stack(out)
+
+
+def seed_worker(worker_id: int) -> None:
+    """DataLoader ``worker_init_fn``: seed numpy and ``random`` in a worker from torch's seed
+    for it (PyTorch seeds torch itself per worker from the loader's generator)."""
+    import random
+
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)

@@ -1,0 +1,50 @@
+"""CUB-200-2011 (Wah et al. 2011), zero-shot split: classes 1–100 train, 101–200 test.
+
+Read from the official release (DESIGN.md §9): under the root ``CUB_200_2011``,
+``images.txt`` (``<image id> <class dir>/<file>.jpg``, files under ``images/``) and
+``image_class_labels.txt`` (``<image id> <class 1..200>``). ``train_test_split.txt`` is not
+used: the metric-learning split is by class (Oh Song et al. 2016), 5,864 training and 5,924
+test images. Bounding boxes are not used either (the protocols train on whole images).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from dmlbench.data.base import DATASETS
+from dmlbench.data.files import Entry, ImageSource, in_range, read_rows, to_int
+from dmlbench.errors import DataError
+from dmlbench.protocol import StrictModel
+
+
+class Cub200Params(StrictModel):
+    train_classes: tuple[int, int] = (1, 100)
+    test_classes: tuple[int, int] = (101, 200)
+
+
+@DATASETS.register("cub200")
+class Cub200(ImageSource):
+    Params = Cub200Params
+    name = "cub200"
+    description = "CUB-200-2011 birds, classes 1-100 train / 101-200 test (real images)"
+    expected: ClassVar[dict[str, int]] = {"train": 5864, "test": 5924}
+
+    def entries(self, params: Cub200Params, root: Path) -> list[Entry]:
+        images_txt, labels_txt = root / "images.txt", root / "image_class_labels.txt"
+        paths = {r[0]: r[1] for r in read_rows(images_txt, 2)}
+        entries = []
+        for image_id, cls in read_rows(labels_txt, 2):
+            label = to_int(cls, labels_txt, "class id")
+            if image_id not in paths:
+                raise DataError(f"{labels_txt}: image id {image_id} is not in {images_txt}")
+            role = (
+                "train"
+                if in_range(label, params.train_classes)
+                else "test"
+                if in_range(label, params.test_classes)
+                else None
+            )
+            if role is not None:
+                entries.append(Entry(f"images/{paths[image_id]}", label, role))
+        return entries

@@ -1,0 +1,319 @@
+"""``dmlbench data prepare NAME --root DIR``: get a real data set into place and write its manifest.
+
+For each data set:
+
+1. If ``DIR`` already holds the official files (checked with the data set's own loader: index
+   files parse, every listed image exists), write ``DIR/dmlbench-manifest.json`` and stop.
+2. Else, where the data set has a usable public URL (CUB-200-2011), download it (streamed to a
+   ``.part`` file), verify its SHA-256 *before* extracting, extract safely (only regular files
+   and folders; a member with an absolute path, ``..``, a link or a device is refused before
+   anything is written), check the layout and write the manifest. ``--url`` points at a mirror
+   (or a ``file://`` copy); the official SHA-256 is still required unless ``--sha256`` is given.
+3. Else (Cars196, SOP, In-shop: official URLs gone, or behind Google Drive) print exactly which
+   files to place where, and exit with status 2; run the command again once they are there.
+
+The manifest lists every image (relative path, size, class, role) with the fingerprint that
+records carry, so a copy of the data can be compared with the one that produced a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+from dmlbench.errors import DataError, DmlbenchError
+
+MANIFEST = "dmlbench-manifest.json"
+
+
+@dataclass(frozen=True)
+class Archive:
+    url: str
+    sha256: str
+    strip: str = ""  # leading folder of the members, removed on extraction
+
+
+@dataclass(frozen=True)
+class Spec:
+    archive: Archive | None
+    layout: str  # what must exist under ROOT ({root} is substituted)
+    where: str  # where to get the files by hand
+
+
+SPECS: dict[str, Spec] = {
+    "cub200": Spec(
+        Archive(
+            "https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1",
+            "0c685df5597a8b24909f6a7c9db6d11e008733779a671760afef78feb49bf081",
+            strip="CUB_200_2011/",
+        ),
+        layout="{root}/images.txt\n{root}/image_class_labels.txt\n"
+        "{root}/images/001.Black_footed_Albatross/Black_Footed_Albatross_0001_796111.jpg (…)",
+        where="download CUB_200_2011.tgz from https://data.caltech.edu/records/65de6-vp158 "
+        "(SHA-256 0c685df5597a8b24909f6a7c9db6d11e008733779a671760afef78feb49bf081) and "
+        "extract the contents of its CUB_200_2011/ folder into {root}",
+    ),
+    "cars196": Spec(
+        None,
+        layout="either the original release:\n  {root}/cars_annos.mat\n"
+        "  {root}/car_ims/000001.jpg … {root}/car_ims/016185.jpg\n"
+        "or the csv re-pack 'stanford-car-dataset-by-classes-folder':\n"
+        "  {root}/anno_train.csv\n  {root}/anno_test.csv\n"
+        "  {root}/car_data/car_data/train/<class name>/00001.jpg (…)\n"
+        "  {root}/car_data/car_data/test/<class name>/00001.jpg (…)",
+        where="the official URLs (car_ims.tgz and cars_annos.mat, linked from "
+        "ai.stanford.edu/~jkrause/cars/car_dataset.html) no longer serve the files: use a "
+        "copy of those two, or the csv re-pack",
+    ),
+    "sop": Spec(
+        None,
+        layout="{root}/Ebay_train.txt\n{root}/Ebay_test.txt\n"
+        "{root}/bicycle_final/111085122871_0.JPG (… one folder per super-class)",
+        where="download Stanford_Online_Products.zip, linked from "
+        "https://cvgl.stanford.edu/projects/lifted_struct/ (the original "
+        "ftp://cs.stanford.edu/cs/cvgl/Stanford_Online_Products.zip is usually unreachable), "
+        "and unzip it so that its Stanford_Online_Products/ folder is {root}",
+    ),
+    "inshop": Spec(
+        None,
+        layout="{root}/Eval/list_eval_partition.txt\n"
+        "{root}/img/WOMEN/Dresses/id_00000002/02_1_front.jpg (…)",
+        where="download the DeepFashion In-shop Clothes Retrieval Benchmark (Google Drive, "
+        "linked from https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html): "
+        "Eval/list_eval_partition.txt, and Img/img.zip unzipped into {root}",
+    ),
+}
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download(url: str, dest: Path, sha256: str) -> Path:
+    """Stream ``url`` to ``dest`` (via ``dest.part``); the SHA-256 must match or nothing is kept."""
+    from tqdm.auto import tqdm
+
+    if dest.is_file() and sha256_of(dest) == sha256:
+        return dest
+    part = dest.with_name(dest.name + ".part")
+    h = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp, part.open("wb") as out:
+            total = int(resp.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=None) as bar:
+                for chunk in iter(lambda: resp.read(1 << 20), b""):
+                    out.write(chunk)
+                    h.update(chunk)
+                    bar.update(len(chunk))
+    except OSError as err:  # URLError, timeouts, disk full
+        part.unlink(missing_ok=True)
+        raise DataError(f"{url}: download failed ({err})") from None
+    if h.hexdigest() != sha256:
+        part.unlink(missing_ok=True)
+        raise DataError(
+            f"{url}: SHA-256 {h.hexdigest()} differs from the expected {sha256}; "
+            "the file was deleted, nothing was extracted"
+        )
+    os.replace(part, dest)
+    return dest
+
+
+def _member_target(root: Path, name: str, strip: str, archive: Path) -> Path | None:
+    """Where a member goes under ``root`` (``None``: outside ``strip``); refuses escapes."""
+    if name.startswith("/") or "\\" in name or (len(name) > 1 and name[1] == ":"):
+        raise DataError(f"{archive}: member {name!r} has an absolute path; refusing to extract")
+    pure = PurePosixPath(name)
+    if ".." in pure.parts:
+        raise DataError(f"{archive}: member {name!r} escapes the root; refusing to extract")
+    rel = pure.as_posix()
+    if strip:
+        if not (rel + "/").startswith(strip):
+            return None
+        rel = rel[len(strip) :]
+    if not rel or rel == ".":
+        return None
+    target = (root / rel).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise DataError(f"{archive}: member {name!r} escapes the root; refusing to extract")
+    return target
+
+
+def safe_extract(archive: Path, root: Path, strip: str = "") -> int:
+    """Extract regular files and folders of a tar or zip archive into ``root``; returns the
+    number of files. Every member is checked before anything is written."""
+    root.mkdir(parents=True, exist_ok=True)
+    count = 0
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            plan = [
+                (info, _member_target(root, info.filename, strip, archive))
+                for info in zf.infolist()
+            ]
+            for info, target in plan:
+                mode = (info.external_attr >> 16) & 0o170000
+                if target is not None and mode and mode not in (0o100000, 0o040000):
+                    raise DataError(f"{archive}: member {info.filename!r} is not a regular file")
+            for info, target in plan:
+                if target is None or info.is_dir():
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                count += 1
+        return count
+    if not tarfile.is_tarfile(archive):
+        raise DataError(f"{archive}: not a tar or zip archive")
+    with tarfile.open(archive, "r:*") as tf:
+        members = [(m, _member_target(root, m.name, strip, archive)) for m in tf.getmembers()]
+        for m, target in members:
+            if target is not None and not (m.isfile() or m.isdir()):
+                raise DataError(f"{archive}: member {m.name!r} is a link or device; refusing")
+        for m, target in members:
+            if target is None or m.isdir():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = tf.extractfile(m)
+            assert data is not None
+            with data, target.open("wb") as dst:
+                shutil.copyfileobj(data, dst, 1 << 20)
+            count += 1
+    return count
+
+
+def write_manifest(name: str, root: Path, source: dict[str, str] | None) -> dict[str, object]:
+    """Check the layout with the data set's loader and write ``root/dmlbench-manifest.json``."""
+    from dmlbench import __version__
+    from dmlbench.data.base import DATASETS
+    from dmlbench.data.files import manifest
+    from dmlbench.records import atomic_write_text
+
+    cls = DATASETS.get(name)
+    entries = cls().entries(cls.Params(), root)
+    sizes, fingerprint = manifest(root, entries, name)
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.role] = counts.get(e.role, 0) + 1
+    data: dict[str, object] = {
+        "dataset": name,
+        "fingerprint": fingerprint,
+        "counts": counts,
+        "official_counts": dict(getattr(cls, "expected", {})),
+        "source": source,
+        "created": datetime.now(timezone.utc).isoformat(),
+        "dmlbench": __version__,
+        "files": [[e.path, int(s), e.label, e.role] for e, s in zip(entries, sizes, strict=True)],
+    }
+    atomic_write_text(root / MANIFEST, json.dumps(data, indent=0))
+    return data
+
+
+def prepare(
+    name: str,
+    root: Path,
+    url: str | None = None,
+    sha256: str | None = None,
+    keep_archive: bool = False,
+) -> int:
+    """The ``prepare`` command; returns the exit status."""
+    spec = SPECS[name]
+    try:
+        data = write_manifest(name, root, source=None)
+    except DataError as err:
+        missing = err
+    else:
+        print(f"{name}: files in place under {root}; {data['counts']}")
+        print(f"written: {root / MANIFEST} (fingerprint {str(data['fingerprint'])[:12]})")
+        return 0
+    archive = spec.archive
+    if url is not None:
+        if archive is None and sha256 is None:
+            raise DmlbenchError(f"{name}: --url needs --sha256 (no official archive to check)")
+        archive = Archive(url, sha256 or archive.sha256, archive.strip if archive else "")  # type: ignore[union-attr]
+    elif archive is not None and sha256 is not None:
+        archive = Archive(archive.url, sha256, archive.strip)
+    if archive is None:
+        print(
+            f"{name}: the files are not in place ({missing}).\n"
+            f"No download URL can be used: {spec.where.format(root=root)}.\n"
+            f"These files must exist:\n{spec.layout.format(root=root)}\n"
+            f"Then run `dmlbench data prepare {name} --root {root}` again: it checks the "
+            f"files and writes {root / MANIFEST}."
+        )
+        return 2
+    root.mkdir(parents=True, exist_ok=True)
+    filename = archive.url.split("?")[0].rstrip("/").rsplit("/", 1)[-1] or f"{name}.archive"
+    print(f"{name}: downloading {archive.url}")
+    path = download(archive.url, root / filename, archive.sha256)
+    print(f"{name}: SHA-256 verified; extracting into {root}")
+    n = safe_extract(path, root, archive.strip)
+    if not keep_archive:
+        path.unlink()
+    data = write_manifest(name, root, source={"url": archive.url, "sha256": archive.sha256})
+    print(f"{name}: {n} files extracted; {data['counts']}")
+    print(f"written: {root / MANIFEST} (fingerprint {str(data['fingerprint'])[:12]})")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    return prepare(
+        args.name, Path(args.root).expanduser(), args.url, args.sha256, args.keep_archive
+    )
+
+
+EPILOG = """examples:
+  dmlbench data prepare cub200 --root $DMLBENCH_DATA/CUB_200_2011
+  dmlbench data prepare cars196 --root $DMLBENCH_DATA/CARS196     # prints where files go
+  dmlbench data prepare cub200 --root DIR --url file:///mirror/CUB_200_2011.tgz
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    data = subparsers.add_parser(
+        "data",
+        help="get real data sets into place",
+        description="Download, verify and extract real data sets, or "
+        "print where their files go; write a manifest.",
+    )
+    actions = data.add_subparsers(dest="data_command", metavar="ACTION")
+    prep = actions.add_parser(
+        "prepare",
+        help="download/verify/extract a data set, or print where files go",
+        description="If ROOT already holds the data set's official files, check them and write "
+        "ROOT/dmlbench-manifest.json. Otherwise download the archive where a public URL can "
+        "be used (cub200), verify its SHA-256 before extracting, extract safely and write the "
+        "manifest; where none can (cars196, sop, inshop), print which files to place where "
+        "and exit with status 2.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prep.add_argument("name", choices=sorted(SPECS), help="data set")
+    prep.add_argument(
+        "--root", required=True, help="the data set's folder (the protocol's data.root)"
+    )
+    prep.add_argument(
+        "--url", default=None, help="download from this mirror or file:// URL instead"
+    )
+    prep.add_argument("--sha256", default=None, help="expected SHA-256 of the archive at --url")
+    prep.add_argument(
+        "--keep-archive", action="store_true", help="keep the archive after extracting"
+    )
+    prep.set_defaults(func=cmd_prepare)
+
+    def show_help(args: argparse.Namespace) -> int:
+        data.print_help()
+        return 2
+
+    data.set_defaults(func=show_help)

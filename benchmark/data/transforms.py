@@ -1,0 +1,140 @@
+"""Image pipelines: a protocol's :class:`~dmlbench.protocol.TransformSpec` as torchvision v2 steps.
+
+A pipeline works on uint8 (3, H, W) tensors, the form the decoded-image cache
+(:mod:`dmlbench.data.cache`) stores, and ends with a float tensor in [0, 1], RGB. The steps, in
+this order, each optional:
+
+1. ``resize``: shorter side to N, aspect kept (``torchvision.transforms.Resize(N)``). The cache
+   already stores images resized this way (with PIL, exactly as ``Resize`` on a PIL image
+   does), so a cached pipeline skips this step.
+2. ``random_resized_crop``: ``RandomResizedCrop(N, scale=crop_scale)``, aspect ratio 3/4..4/3.
+3. ``random_crop``: a plain N×N crop at a random position (padded with zeros if too small).
+4. ``center_crop``: the central N×N crop.
+5. ``hflip``: horizontal flip with that probability.
+
+Normalisation to a backbone's convention is *not* part of the data pipeline: it is the first
+layer of the backbone (:class:`InputNormalization`), so the convention travels with the
+weights. A backbone override (``small-cnn`` on CUB) can then never receive inputs normalised
+for another network, and every pipeline and the cache stay backbone-independent.
+
+Conventions (``NORMALIZATIONS``):
+
+- ``imagenet``: RGB, (x - mean) / std with the ImageNet mean/std (torchvision, timm models).
+- ``caffe-bgr``: BGR, 0–255, minus the per-channel mean (104, 117, 128) in BGR order, std 1:
+  what the converted BN-Inception weights expect (``pretrainedmodels``' ``input_space: BGR``,
+  ``input_range: [0, 255]``), and what the multi-similarity reference code feeds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dmlbench.errors import DataError
+from dmlbench.protocol import TransformSpec
+
+Pipeline = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class InputConvention:
+    """What a backbone expects: channel order, value range, per-channel mean and std."""
+
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    bgr: bool = False
+    scale: float = 1.0
+
+
+NORMALIZATIONS: dict[str, InputConvention] = {
+    "imagenet": InputConvention(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
+    "caffe-bgr": InputConvention(
+        mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, scale=255.0
+    ),
+}
+
+
+class InputNormalization(nn.Module):
+    """Map RGB images in [0, 1] to a backbone's input convention (first layer of the backbone).
+
+    The mean and std are non-persistent buffers: they move with ``.to(device)`` but stay out of
+    state dicts, so checkpoints of the backbone keep their original keys.
+    """
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def __init__(self, convention: str) -> None:
+        super().__init__()
+        if convention not in NORMALIZATIONS:
+            raise ValueError(
+                f"unknown input convention {convention!r}; known: {list(NORMALIZATIONS)}"
+            )
+        c = NORMALIZATIONS[convention]
+        self.convention = convention
+        self.bgr = c.bgr
+        self.scale = c.scale
+        self.register_buffer("mean", torch.tensor(c.mean).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(c.std).view(1, 3, 1, 1), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bgr:
+            x = x.flip(1)
+        if self.scale != 1.0:
+            x = x * self.scale
+        return (x - self.mean.to(x.dtype)) / self.std.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return self.convention
+
+
+def output_size(spec: TransformSpec) -> int | None:
+    """The side of the square images a pipeline produces, or ``None`` when sizes vary."""
+    for size in (spec.center_crop, spec.random_crop, spec.random_resized_crop):
+        if size is not None:
+            return size
+    return None
+
+
+def is_random(spec: TransformSpec) -> bool:
+    return bool(spec.random_resized_crop or spec.random_crop or spec.hflip > 0.0)
+
+
+def require_fixed_size(spec: TransformSpec, where: str) -> int:
+    """The output size; a pipeline without a crop cannot batch images of different sizes."""
+    size = output_size(spec)
+    if size is None:
+        raise DataError(
+            f"{where}: real images differ in size, so the pipeline needs a crop "
+            "(random_resized_crop, random_crop or center_crop) to make batches"
+        )
+    return size
+
+
+def build_pipeline(spec: TransformSpec, *, resized: bool = False) -> Pipeline:
+    """The v2 pipeline for uint8 (3, H, W) tensors, ending in float32 [0, 1].
+
+    Args:
+        spec: the protocol's ``images.train`` or ``images.test``.
+        resized: the input is already resized to ``spec.resize`` (images from the cache).
+    """
+    from torchvision.transforms import v2
+
+    steps: list[nn.Module] = []
+    if spec.resize is not None and not resized:
+        steps.append(v2.Resize(spec.resize, antialias=True))
+    if spec.random_resized_crop is not None:
+        steps.append(
+            v2.RandomResizedCrop(spec.random_resized_crop, scale=spec.crop_scale, antialias=True)
+        )
+    if spec.random_crop is not None:
+        steps.append(v2.RandomCrop(spec.random_crop, pad_if_needed=True))
+    if spec.center_crop is not None:
+        steps.append(v2.CenterCrop(spec.center_crop))
+    if spec.hflip > 0.0:
+        steps.append(v2.RandomHorizontalFlip(spec.hflip))
+    steps.append(v2.ToDtype(torch.float32, scale=True))
+    return v2.Compose(steps)

@@ -1,0 +1,1 @@
+"""Micro-benchmarks of dmlbench's own machinery (``python -m dmlbench.perf.data``)."""

@@ -1,0 +1,95 @@
+"""Bar chart of one metric per method with error bars (mean ± std over seeds).
+
+The data step (:func:`bar_data`) is a pure function, tested without drawing; :func:`draw_bars`
+is a thin renderer. The chart must survive a greyscale printer: bars are shades of grey with
+distinct hatch patterns and black edges, and the axis says what is measured and in which unit.
+Drawn with ``matplotlib.figure.Figure`` directly (the Agg canvas, no pyplot state), saved as PNG
+(for the HTML page) and SVG (for papers), with dates stripped and a fixed SVG id salt so that
+re-running the report on the same records rewrites byte-identical files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+from dmlbench.report.latex import pretty_metric
+
+HATCHES = ("//", "\\\\", "xx", "..", "--", "++", "oo", "||", "**", "OO")
+GREYS = ("0.55", "0.85", "0.70", "1.0", "0.40", "0.92", "0.62", "0.78")
+
+
+def unit(metric: str) -> str:
+    return "label distance" if metric.startswith("mld@") else "%"
+
+
+def bar_data(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Methods in the table's order with ``mean``, ``std`` (display units) and ``seeds``.
+
+    ``table`` is a :func:`dmlbench.report.tables.summary_table`; fractions become %, except
+    label distances (``mld@K``), shown as they are. Methods without a value are dropped.
+    """
+    scale = 1.0 if metric.startswith("mld@") else 100.0
+    out = pd.DataFrame(
+        {
+            "mean": table[metric] * scale,
+            "std": table[f"{metric}_std"] * scale,
+            "seeds": table["seeds"].astype(int),
+        },
+        index=table.index,
+    )
+    return out.dropna(subset=["mean"])
+
+
+def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
+    """Horizontal bars, first row of ``data`` at the top, std as error bars."""
+    n = len(data)
+    fig = Figure(figsize=(7.0, 1.2 + 0.38 * max(n, 1)), layout="constrained")
+    ax = fig.add_subplot()
+    ys = list(range(n))[::-1]
+    for i, (y, (_, row)) in enumerate(zip(ys, data.iterrows(), strict=True)):
+        ax.barh(
+            y,
+            row["mean"],
+            xerr=row["std"],
+            color=GREYS[i % len(GREYS)],
+            edgecolor="black",
+            hatch=HATCHES[i % len(HATCHES)],
+            linewidth=0.8,
+            error_kw={"ecolor": "black", "capsize": 3, "elinewidth": 1.0},
+        )
+        ax.text(
+            row["mean"] + row["std"],
+            y,
+            f"  {row['mean']:.1f} (n={int(row['seeds'])})",
+            va="center",
+            fontsize=8,
+        )
+    ax.set_yticks(ys, [str(m) for m in data.index])
+    ax.set_ylabel("method")
+    what = "mean ± std over seeds"
+    name = pretty_metric(metric).replace("R@", "Recall@")
+    ax.set_xlabel(f"{name} on test classes ({unit(metric)}), {what}")
+    if unit(metric) == "%":
+        ax.set_xlim(0, min(100.0, max(10.0, float((data["mean"] + data["std"]).max()) * 1.2)))
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="x", color="0.85", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return fig
+
+
+def save_bars(table: pd.DataFrame, metric: str, title: str, stem: Path) -> list[Path]:
+    """Write ``<stem>.png`` and ``<stem>.svg``; nothing when no method has the metric."""
+    data = bar_data(table, metric) if metric in table.columns else pd.DataFrame()
+    if data.empty:
+        return []
+    fig = draw_bars(data, metric, title)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
+    with matplotlib.rc_context({"svg.hashsalt": "dmlbench", "hatch.linewidth": 0.8}):
+        fig.savefig(png, dpi=120, metadata={"Software": None})
+        fig.savefig(svg, metadata={"Date": None, "Creator": None})
+    return [png, svg]

@@ -1,0 +1,153 @@
+"""One self-contained HTML page per protocol hash.
+
+The page holds the title, protocol name/version/hash, the results table, the plots, the
+reported-vs-reproduced table, the tuning budget and the ranking across protocols. No external
+CSS, JavaScript or fonts (the style sheet is inline), so the page opens offline and from a file
+system; plots are ``<img>`` tags with paths relative to the page (PNG files written beside it).
+Every text cell is HTML-escaped; the Markdown bold of the formatted tables becomes ``<strong>``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from html import escape
+
+import pandas as pd
+
+from dmlbench import __version__
+
+_BOLD = re.compile(r"^\*\*(.*)\*\*$")
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
+       color: #111; line-height: 1.4; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
+th, td { padding: 0.25rem 0.6rem; border-bottom: 1px solid #ccc; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+thead th { border-bottom: 2px solid #111; }
+code { background: #f3f3f3; padding: 0 0.2rem; }
+figure { margin: 1rem 0; } img { max-width: 100%; border: 1px solid #ddd; }
+.note { color: #555; font-size: 0.9rem; }
+"""
+RESULTS_TEXT = (
+    "Test-class metrics in %, mean ± std over seeds (up to {seeds}); best trained value in bold."
+)
+COMPARISON_TEXT = (
+    "Published numbers for the same data set and setting ({setting}), in % as printed; ours is "
+    "mean ± std over seeds; difference = ours − published."
+)
+RANKING_TEXT = (
+    "Average rank on each protocol's primary metric (1 = best, ties share the average rank); "
+    "Borda = methods ranked minus rank, summed over protocols."
+)
+
+
+@dataclass
+class Page:
+    """Everything one protocol hash's page shows (tables as display strings)."""
+
+    title: str
+    protocol: str
+    version: int
+    protocol_hash: str
+    results: pd.DataFrame
+    seeds: int
+    comparison: pd.DataFrame | None = None
+    setting: str | None = None
+    budget: pd.DataFrame | None = None
+    ranking: pd.DataFrame | None = None
+    images: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    no_comparison_reason: str | None = None
+    ranking_note: str | None = None
+
+
+def _cell(value: object, tag: str = "td") -> str:
+    text = str(value)
+    m = _BOLD.match(text)
+    body = f"<strong>{escape(m.group(1))}</strong>" if m else escape(text)
+    return f"<{tag}>{body}</{tag}>"
+
+
+def html_table(df: pd.DataFrame, index_name: str | None = "method") -> str:
+    """A plain ``<table>``; the index becomes the first column unless ``index_name`` is None."""
+    head = ([index_name] if index_name is not None else []) + [str(c) for c in df.columns]
+    lines = ["<table>", "<thead><tr>" + "".join(_cell(h, "th") for h in head) + "</tr></thead>"]
+    lines.append("<tbody>")
+    for idx, row in zip(df.index, df.values, strict=True):
+        cells = ([idx] if index_name is not None else []) + list(row)
+        lines.append("<tr>" + "".join(_cell(c) for c in cells) + "</tr>")
+    lines += ["</tbody>", "</table>"]
+    return "\n".join(lines)
+
+
+def _section(title: str, *parts: str) -> str:
+    return "\n".join([f"<h2>{escape(title)}</h2>", *parts])
+
+
+def _p(text: str, cls: str | None = None) -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<p{attr}>{escape(text)}</p>"
+
+
+def render_page(page: Page) -> str:
+    """The complete HTML document."""
+    parts = [
+        f"<h1>{escape(page.title)}</h1>",
+        f"<p>Protocol <code>{escape(page.protocol)}</code> version {page.version}, "
+        f"hash <code>{escape(page.protocol_hash)}</code>. Numbers of different protocol "
+        "hashes are never put in one table.</p>",
+        _section(
+            "Results",
+            _p(RESULTS_TEXT.format(seeds=page.seeds)),
+            html_table(page.results),
+            *(_p(n, "note") for n in page.notes),
+        ),
+    ]
+    if page.images:
+        figs = [
+            f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
+            f"<figcaption>{escape(src)}</figcaption></figure>"
+            for src in page.images
+        ]
+        parts.append(_section("Plots", *figs))
+    if page.comparison is not None and len(page.comparison):
+        parts.append(
+            _section(
+                "Reported vs reproduced",
+                _p(COMPARISON_TEXT.format(setting=page.setting)),
+                html_table(page.comparison),
+            )
+        )
+    else:
+        why = page.no_comparison_reason or (
+            f"No published number for this data set and setting ({page.setting})."
+            if page.setting
+            else "No published setting is declared for this protocol."
+        )
+        parts.append(_section("Reported vs reproduced", _p(why, "note")))
+    if page.budget is not None:
+        parts.append(
+            _section(
+                "Tuning budget",
+                _p("Per method: search trials, final runs, epochs and steps trained, time."),
+                html_table(page.budget),
+            )
+        )
+    if page.ranking is not None and len(page.ranking):
+        parts.append(
+            _section(
+                "Ranking across protocols",
+                _p(RANKING_TEXT),
+                *([_p(page.ranking_note, "note")] if page.ranking_note else []),
+                html_table(page.ranking),
+            )
+        )
+    body = "\n".join(parts)
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{escape(page.title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f'{body}\n<p class="note">Generated by dmlbench {escape(__version__)}.</p>\n'
+        "</body>\n</html>\n"
+    )

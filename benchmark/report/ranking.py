@@ -1,0 +1,80 @@
+"""Who wins overall: the average rank of each method across the protocol hashes present.
+
+Within one protocol hash the methods are ranked on that protocol's primary metric (mean over
+seeds of the ``final`` records): ``recall@1`` when the protocol computes it, otherwise
+``ndcg@10`` (continuous labels), otherwise the first metric in the tables' order. Rank 1 is the
+best; tied methods share the average of the ranks they span (``pandas.Series.rank(method=
+"average")``). Across hashes, ``average_rank`` is the mean of a method's ranks over the hashes
+where it was run (so it is only comparable between methods run on the same protocols:
+``protocols`` says on how many), and ``borda`` the Borda count: in each hash a method scores
+the number of methods ranked there minus its rank, summed over hashes. The untrained baseline is
+left out; it would only push every trained method's rank down by one. Ranking never mixes
+numbers of different hashes: each hash ranks its own methods, only ranks are combined.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dmlbench.report.tables import metric_columns
+
+LOWER_IS_BETTER = ("mld@",)
+UNTRAINED = "untrained"
+
+
+def primary_metric(columns: list[str]) -> str | None:
+    """``recall@1``, else ``ndcg@10``, else the first metric column; None without metrics."""
+    for preferred in ("recall@1", "ndcg@10"):
+        if preferred in columns:
+            return preferred
+    ordered = metric_columns(pd.DataFrame(columns=columns))
+    return ordered[0] if ordered else None
+
+
+def protocol_label(name: str, protocol_hash: str) -> str:
+    return f"{name} {protocol_hash[:8]}"
+
+
+def average_ranks(df: pd.DataFrame) -> pd.DataFrame:
+    """Rank table from :func:`dmlbench.report.tables.records_frame` of any number of hashes.
+
+    Returns a frame indexed by method with columns ``average_rank``, ``borda``, ``protocols``
+    and one rank column per protocol hash (``"<name> <hash8>"``, NaN where the method was not
+    run), sorted best first. ``frame.attrs["metrics"]`` maps each rank column to its metric.
+    """
+    final = df[(df["stage"] == "final") & (df["method"] != UNTRAINED)] if len(df) else df
+    ranks: dict[str, pd.Series] = {}
+    borda: dict[str, pd.Series] = {}
+    metrics: dict[str, str] = {}
+    for h, part in final.groupby("protocol_hash", sort=True):
+        present = [c for c in part.columns if part[c].notna().any()]
+        metric = primary_metric(present)
+        if metric is None:
+            continue
+        means = part.groupby("method")[metric].mean().dropna()
+        if means.empty:
+            continue
+        label = protocol_label(str(part["protocol"].iloc[0]), str(h))
+        ascending = metric.startswith(LOWER_IS_BETTER)
+        r = means.rank(ascending=ascending, method="average")
+        ranks[label], borda[label], metrics[label] = r, len(r) - r, metric
+    columns = ["average_rank", "borda", "protocols", *ranks]
+    if not ranks:
+        out = pd.DataFrame(columns=columns)
+        out.attrs["metrics"] = metrics
+        return out
+    wide = pd.DataFrame(ranks)
+    out = pd.DataFrame(
+        {
+            "average_rank": wide.mean(axis=1),
+            "borda": pd.DataFrame(borda).sum(axis=1),
+            "protocols": wide.notna().sum(axis=1).astype(int),
+        }
+    ).join(wide)
+    out.index.name = "method"
+    out = out.assign(_name=out.index).sort_values(
+        ["average_rank", "protocols", "_name"], ascending=[True, False, True]
+    )
+    out = out.drop(columns="_name")
+    out.attrs["metrics"] = metrics
+    return out

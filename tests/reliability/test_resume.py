@@ -1,0 +1,82 @@
+"""Interruptions: SIGINT/SIGTERM/SIGKILL mid-run, then the same command resumes and yields the
+same numbers as an uninterrupted run with the same seed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PROTOCOL = """\
+name: resume-test
+version: 1
+data: {dataset: glyphs, params: {num_classes: 80}}
+model: {backbone: small-cnn, embedding_size: 32}
+batch: {size: 32}
+optim: {lr: 0.001, epochs: 4, schedule: cosine}
+metrics: {recall_at: [1, 2], nmi: false}
+seeds: [0]
+"""
+
+
+def command(protocol: Path, results: Path) -> list[str]:
+    return [sys.executable, "-m", "dmlbench", "run", "--protocol", str(protocol),
+            "--method", "multi-similarity", "--results-dir", str(results),
+            "--reports-dir", str(results / "reports"), "--no-progress"]
+
+
+def final_record(results: Path) -> dict:  # type: ignore[type-arg]
+    (path,) = results.rglob("multi-similarity-seed0-final.json")
+    return json.loads(path.read_text())
+
+
+def wait_for_checkpoint(proc: subprocess.Popen, results: Path, timeout: float = 300) -> None:  # type: ignore[type-arg]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if list(results.rglob("checkpoints/*.pt")):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"run ended before its first checkpoint: {proc.stderr.read()}")  # type: ignore[union-attr]
+        time.sleep(0.05)
+    pytest.fail("no checkpoint appeared")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # type: ignore[type-arg]
+    root = tmp_path_factory.mktemp("uninterrupted")
+    protocol = root / "p.yaml"
+    protocol.write_text(PROTOCOL)
+    subprocess.run(command(protocol, root / "results"), check=True, capture_output=True)
+    return protocol, final_record(root / "results")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=["SIGINT", "SIGTERM", "SIGKILL"])
+def test_killed_run_resumes_to_the_same_numbers(uninterrupted, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
+    protocol, expected = uninterrupted
+    results = tmp_path / "results"
+    proc = subprocess.Popen(command(protocol, results), stderr=subprocess.PIPE, text=True)
+    wait_for_checkpoint(proc, results)  # epoch 0 done: the signal lands in a later epoch
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=300)
+    if signum == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 130, err
+        assert "interrupted at step" in err and "Traceback" not in err
+    # No half-written record: the interrupted method has a checkpoint, not a record.
+    assert not list(results.rglob("multi-similarity-seed0-final.json"))
+    assert list(results.rglob("checkpoints/*.pt"))
+
+    rerun = subprocess.run(command(protocol, results), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    got = final_record(results)
+    assert got["metrics"] == expected["metrics"]
+    assert got["curve"] == expected["curve"]
+    assert not list(results.rglob("checkpoints/*.pt"))  # removed once the record exists

@@ -1,0 +1,124 @@
+"""build_reports: one set of files per protocol hash, never a mixed table, comparisons only on a match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmlbench.records import ProtocolRef, Record, Timings
+from dmlbench.report import MixedProtocolsError, records_frame, summary_table
+from dmlbench.report.build import build_reports
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
+
+
+def rec(
+    method: str,
+    seed: int = 0,
+    h: str = "a" * 64,
+    name: str = "p",
+    stage: str = "final",
+    overrides: dict[str, Any] | None = None,
+    epochs: int = 0,
+    steps: int = 0,
+    wall: float = 1.0,
+    m: dict[str, float] | None = None,
+) -> Record:
+    """A fake record of protocol ``name`` / hash ``h``, like tests/test_records.py:make but
+    without the (slow) environment probe, so dozens of them cost nothing."""
+    return Record(
+        protocol=ProtocolRef(name=name, version=1, hash=h),
+        data_fingerprint="f",
+        method=method,
+        seed=seed,
+        stage=stage,
+        metrics=m or {"recall@1": 0.5},
+        curve=[{"epoch": float(e), "loss": 1.0} for e in range(epochs)],
+        overrides=overrides or {},
+        timings=Timings(wall_seconds=wall, train_seconds=wall / 2, steps=steps),
+    )
+
+
+def cub_and_glyph_records() -> list[Record]:
+    """cub200 (matches published numbers), a glyphs-like protocol and a third hash."""
+    out = []
+    for s in range(2):
+        out += [
+            rec("npairs", s, "c" * 64, "cub200", m={"recall@1": 0.5 + 0.02 * s, "nmi": 0.6}),
+            rec("proxy-nca", s, "c" * 64, "cub200", m={"recall@1": 0.56, "nmi": 0.62}),
+            rec("untrained", s, "c" * 64, "cub200", m={"recall@1": 0.3, "nmi": 0.4}),
+            rec("npairs", s, "d" * 64, "glyphs-mini", m={"recall@1": 0.7}),
+            rec("contrastive", s, "d" * 64, "glyphs-mini", m={"recall@1": 0.72}),
+            rec("contrastive", s, "e" * 64, "glyphs", m={"recall@1": 0.6}),
+        ]
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """One build of :func:`cub_and_glyph_records` shared by the tests that only read it."""
+    out = tmp_path_factory.mktemp("reports")
+    return out, build_reports(cub_and_glyph_records(), out, PUBLISHED)
+
+
+def test_one_report_per_hash_and_mixed_hashes_never_reach_one_table(
+    built: tuple[Path, list[Path]],
+) -> None:
+    with pytest.raises(MixedProtocolsError):  # what a naive single table would do
+        summary_table(records_frame(cub_and_glyph_records()))
+    tmp_path, written = built
+    assert all(p.is_file() for p in written)
+    stems = ["cub200-cccccccccccc", "glyphs-mini-dddddddddddd", "glyphs-eeeeeeeeeeee"]
+    for stem in stems:
+        for suffix in (".md", ".csv", ".tex", ".html", "-bars.png", "-bars.svg", "-budget.md"):
+            assert tmp_path / f"{stem}{suffix}" in written, f"{stem}{suffix}"
+    assert sorted(p.name for p in tmp_path.glob("*.html")) == sorted(f"{s}.html" for s in stems)
+    assert (tmp_path / "ranking.md") in written
+    # each table holds only its own hash's methods
+    glyph_md = (tmp_path / "glyphs-mini-dddddddddddd.md").read_text()
+    assert "| contrastive" in glyph_md and "proxy-nca" not in glyph_md
+
+
+def test_reported_vs_reproduced_only_where_a_published_number_matches(
+    built: tuple[Path, list[Path]],
+) -> None:
+    tmp_path = built[0]
+    published = sorted(p.name for p in tmp_path.glob("*-published.*"))
+    assert published == ["cub200-cccccccccccc-published.csv", "cub200-cccccccccccc-published.md"]
+    md = (tmp_path / "cub200-cccccccccccc-published.md").read_text()
+    assert "| npairs" in md and "| proxy-nca" in md and "untrained" not in md
+    assert "Fehervari et al. 2019, Table 2 (Inception-BN column)" in md
+
+
+def test_no_comparison_without_published_dir_or_matching_method(tmp_path: Path) -> None:
+    build_reports(cub_and_glyph_records(), tmp_path / "a", None)
+    assert not list((tmp_path / "a").glob("*-published.*"))
+    # cub200, but only a method without a published CUB number
+    records = [rec("contrastive", s, "c" * 64, "cub200", m={"recall@1": 0.5}) for s in range(2)]
+    build_reports(records, tmp_path / "b", PUBLISHED)
+    assert not list((tmp_path / "b").glob("*-published.*"))
+
+
+def test_runs_with_overrides_get_own_files_and_no_comparison(tmp_path: Path) -> None:
+    smoke = {"max_steps": 3}
+    records = [
+        rec("npairs", s, "c" * 64, "cub200", overrides=smoke, m={"recall@1": 0.1}) for s in range(2)
+    ]
+    written = build_reports(records, tmp_path, PUBLISHED)
+    htmls = [p for p in written if p.suffix == ".html"]
+    assert len(htmls) == 1 and not list(tmp_path.glob("*-published.*"))
+    text = htmls[0].read_text()
+    assert "runs with overrides" in text and "Not compared" in text
+    assert "smoke-test runs" in (tmp_path / "ranking.md").read_text()
+
+
+def test_search_trials_only_give_no_report_but_count_in_budget(tmp_path: Path) -> None:
+    trials = [rec("npairs", 0, "f" * 64, "q", stage="search-trial", epochs=2) for _ in range(3)]
+    assert build_reports(trials, tmp_path, PUBLISHED) == []
+    final = rec("npairs", 0, "f" * 64, "q", epochs=5, m={"recall@1": 0.4})
+    build_reports([*trials, final], tmp_path, PUBLISHED)
+    budget = (tmp_path / "q-ffffffffffff-budget.csv").read_text().splitlines()
+    assert budget[0].split(",")[:5] == ["method", "trials", "finals", "seeds", "epochs"]
+    assert budget[1].split(",")[:5] == ["npairs", "3", "1", "1", "11"]
