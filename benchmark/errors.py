@@ -13,7 +13,10 @@ class DmlbenchError(Exception):
 
 
 class ProtocolError(DmlbenchError):
-    """A protocol file is missing, malformed or fails validation."""
+    """A protocol file is missing, malformed or fails validation (always one line)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.splitlines()))
 
 
 class RegistryError(DmlbenchError, KeyError):

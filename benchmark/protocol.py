@@ -296,11 +296,11 @@ def format_validation_error(
     """One line per pydantic error: ``data.foo: unknown key (did you mean 'root'?)``."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"])
+        loc = ".".join(_show_key(x) for x in e["loc"])
         key = f"{prefix}.{loc}" if prefix else loc
         if e["type"] == "extra_forbidden":
             allowed = _fields_at(model, e["loc"][:-1])
-            hint = did_you_mean(str(e["loc"][-1]), allowed)
+            hint = did_you_mean(str(e["loc"][-1]), allowed) if allowed else ""
             parts.append(f"{key}: unknown key{hint}")
         elif e["type"] == "missing":
             parts.append(f"{key}: required key is missing")
@@ -309,6 +309,12 @@ def format_validation_error(
             shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
             parts.append(f"{key}: {e['msg']}{shown}")
     return "; ".join(parts)
+
+
+def _show_key(key: Any) -> str:
+    """A key as written in YAML, quoted when it holds spaces, newlines or odd characters."""
+    text = str(key)
+    return text if text and all(c.isalnum() or c in "_-@" for c in text) else repr(text)
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

@@ -25,9 +25,21 @@ seeds: [0]
 
 
 def command(protocol: Path, results: Path) -> list[str]:
-    return [sys.executable, "-m", "dmlbench", "run", "--protocol", str(protocol),
-            "--method", "multi-similarity", "--results-dir", str(results),
-            "--reports-dir", str(results / "reports"), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "dmlbench",
+        "run",
+        "--protocol",
+        str(protocol),
+        "--method",
+        "multi-similarity",
+        "--results-dir",
+        str(results),
+        "--reports-dir",
+        str(results / "reports"),
+        "--no-progress",
+    ]
 
 
 def final_record(results: Path) -> dict:  # type: ignore[type-arg]
@@ -56,8 +68,9 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
-                         ids=["SIGINT", "SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
 def test_killed_run_resumes_to_the_same_numbers(uninterrupted, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
     protocol, expected = uninterrupted
     results = tmp_path / "results"
