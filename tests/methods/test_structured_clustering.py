@@ -1,0 +1,170 @@
+"""structured-clustering against loops written from seed 002 eq. 10-12 (Oh Song et al. 2017),
+and its greedy inference against exhaustive search on tiny batches."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import pytest
+import torch
+from sklearn.metrics import normalized_mutual_info_score
+
+from dmlbench.methods import create_method
+from dmlbench.methods.structured_clustering import greedy_augmented_medoids, nmi_many
+
+GAMMA = 1.0
+
+
+def dist(emb: torch.Tensor, i: int, j: int) -> torch.Tensor:
+    return emb[i].sum() * 0.0 if i == j else torch.sqrt(((emb[i] - emb[j]) ** 2).sum())
+
+
+def facility(emb: torch.Tensor, s: list[int]) -> torch.Tensor:
+    """F(X, S) = −Σ_i min_{j∈S} ‖x_i − x_j‖."""
+    n = len(emb)
+    return -sum(torch.stack([dist(emb, i, j) for j in s]).min() for i in range(n))
+
+
+def assignment(emb: torch.Tensor, s: list[int]) -> list[int]:
+    """g(S) (eq. 12): nearest medoid, first on ties, a medoid in its own cluster."""
+    out = []
+    for i in range(len(emb)):
+        if i in s:
+            out.append(s.index(i))
+        else:
+            out.append(min(range(len(s)), key=lambda k: (float(dist(emb, i, s[k])), k)))
+    return out
+
+
+def augmented(emb: torch.Tensor, labels: list[int], s: list[int], gamma: float) -> float:
+    nmi = normalized_mutual_info_score(labels, assignment(emb, s))
+    return float(facility(emb, s)) + gamma * (1.0 - nmi)
+
+
+def greedy_reference(emb: torch.Tensor, labels: list[int], gamma: float) -> list[int]:
+    s: list[int] = []
+    with torch.no_grad():
+        for _ in range(len(set(labels))):
+            rest = [j for j in range(len(emb)) if j not in s]
+            scores = [augmented(emb, labels, [*s, j], gamma) for j in rest]
+            s.append(rest[max(range(len(rest)), key=lambda t: (scores[t], -t))])
+    return s
+
+
+def reference(emb: torch.Tensor, labels: torch.Tensor, gamma: float = GAMMA) -> torch.Tensor:
+    y = labels.tolist()
+    s = greedy_reference(emb, y, gamma)
+    nmi = normalized_mutual_info_score(y, assignment(emb.detach(), s))
+    oracle = emb.sum() * 0.0
+    for k in set(y):  # eq. 10
+        members = [i for i in range(len(y)) if y[i] == k]
+        scores = [-sum(dist(emb, i, j) for i in members) for j in members]
+        oracle = oracle + torch.stack(scores).max()
+    return torch.relu(facility(emb, s) + gamma * (1.0 - nmi) - oracle)
+
+
+def loss_fn(gamma: float = GAMMA) -> torch.nn.Module:
+    return create_method("structured-clustering", {"gamma": gamma}, 10, 8).build_loss()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_matches_reference_value_and_gradient(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randn(12, 4, generator=g, dtype=torch.float64)
+    labels = torch.randint(0, 4, (12,), generator=g) * 3 + 1  # arbitrary label values
+    e1, e2 = emb.clone().requires_grad_(True), emb.clone().requires_grad_(True)
+    ours, ref = loss_fn()(e1, labels), reference(e2, labels)
+    ours.backward()
+    ref.backward()
+    assert float(ref.detach()) > 0.0  # the hinge is active: gradients are compared
+    assert math.isclose(float(ours.detach()), float(ref.detach()), rel_tol=1e-9)
+    torch.testing.assert_close(e1.grad, e2.grad)
+
+
+@pytest.mark.parametrize("gamma", [0.0, 1.0, 5.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_greedy_step_is_the_best_single_addition(seed: int, gamma: float) -> None:
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randn(9, 3, generator=g, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 3, 3])
+    d = torch.cdist(emb, emb).fill_diagonal_(0.0)
+    chosen, assign, nmi = greedy_augmented_medoids(d, labels, 4, gamma)
+    assert chosen == greedy_reference(emb, labels.tolist(), gamma)
+    assert assign.tolist() == assignment(emb, chosen)
+    assert math.isclose(nmi, normalized_mutual_info_score(labels.tolist(), assign.tolist()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_facility_location_is_within_the_submodular_bound_of_exhaustive(seed: int) -> None:
+    """γ = 0: f(S) = n·max D + F(X, S) is monotone submodular, so greedy ≥ (1 − 1/e)·OPT."""
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randn(8, 2, generator=g, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    d = torch.cdist(emb, emb).fill_diagonal_(0.0)
+    chosen, _, _ = greedy_augmented_medoids(d, labels, 4, 0.0)
+    best = max(float(facility(emb, list(s))) for s in itertools.combinations(range(8), 4))
+    offset = 8 * float(d.max())
+    assert offset + float(facility(emb, chosen)) >= (1 - 1 / math.e) * (offset + best) - 1e-12
+
+
+def test_separated_classes_get_one_medoid_each_and_zero_loss() -> None:
+    """Greedy is not exact (its class-0 medoid may differ from the exhaustive optimum's), but
+    on well separated classes it finds one medoid per class, NMI = 1, and no violation."""
+    g = torch.Generator().manual_seed(0)
+    centres = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]], dtype=torch.float64)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    emb = centres[labels] + 0.1 * torch.randn(9, 2, generator=g, dtype=torch.float64)
+    d = torch.cdist(emb, emb).fill_diagonal_(0.0)
+    chosen, _, nmi = greedy_augmented_medoids(d, labels, 3, GAMMA)
+    subsets = itertools.combinations(range(9), 3)
+    best = max(subsets, key=lambda s: augmented(emb, labels.tolist(), list(s), GAMMA))
+    assert sorted(labels[chosen].tolist()) == sorted(labels[list(best)].tolist()) == [0, 1, 2]
+    assert nmi == 1.0
+    assert float(loss_fn()(emb, labels)) == 0.0
+
+
+def test_nmi_many_matches_scikit_learn() -> None:
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 4, (15,), generator=g)
+    assign = torch.stack(
+        [torch.randint(0, 5, (15,), generator=g) for _ in range(5)]
+        + [torch.zeros(15, dtype=torch.long), torch.arange(15) % 5]
+    )
+    ours = nmi_many(assign, 5, y, 4)
+    for row, value in zip(assign, ours, strict=True):
+        assert math.isclose(float(value), normalized_mutual_info_score(y, row), abs_tol=1e-12)
+    single = nmi_many(torch.zeros(1, 6, dtype=torch.long), 1, torch.zeros(6, dtype=torch.long), 1)
+    assert float(single) == 1.0  # scikit-learn's convention for two one-cluster partitions
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [torch.zeros(8, dtype=torch.long), torch.arange(8), torch.tensor([0, 0, 1, 1, 2, 3, 4, 5])],
+    ids=["one-class", "all-singletons", "some-singletons"],
+)
+def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
+    emb = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
+    value = loss_fn()(emb, labels)
+    value.backward()
+    assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
+    torch.testing.assert_close(value.detach(), reference(emb.detach(), labels))
+    if len(set(labels.tolist())) in (1, 8):
+        assert float(value.detach()) == 0.0
+
+
+def test_all_equal_embeddings_are_finite() -> None:
+    emb = torch.ones(8, 4, requires_grad=True)
+    value = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
+    value.backward()
+    assert torch.isfinite(value) and 0.0 <= float(value.detach()) <= GAMMA
+    assert torch.isfinite(emb.grad).all()
+
+
+def test_batch_of_64_is_fast_on_cpu() -> None:
+    emb = torch.nn.functional.normalize(torch.randn(64, 64), dim=1).requires_grad_(True)
+    labels = torch.arange(64) // 4
+    start = time.perf_counter()
+    loss_fn()(emb, labels).backward()
+    assert time.perf_counter() - start < 2.0
