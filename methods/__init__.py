@@ -7,7 +7,9 @@ Third-party methods register through the ``dmlbench.methods`` entry-point group 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import sys
 
 from dmlbench.methods._base import METHODS, HParams, Method, create_method, register_method
 
@@ -28,6 +30,8 @@ def load_plugins(modules: list[str] | None = None) -> None:
 
     for ep in entry_points(group="dmlbench.methods"):
         ep.load()
+    if modules and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `--plugin my_methods` finds ./my_methods.py
     for name in modules or []:
         try:
             importlib.import_module(name)
