@@ -94,7 +94,10 @@ def test_run_then_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-unt
     out = capsys.readouterr().out
     assert "| contrastive" in out and "| untrained" in out and "recall@1" in out
     files = sorted((tmp_path / "res").rglob("*.json"))
-    assert [f.name.split("-override")[0] for f in files] == ["contrastive-seed0-final", "untrained-seed0-final"]
+    assert [f.name.split("-override")[0] for f in files] == [
+        "contrastive-seed0-final",
+        "untrained-seed0-final",
+    ]
     record = json.loads(files[0].read_text())
     assert record["overrides"] == {"max_steps": 3}
     assert record["protocol"]["hash"] and record["data_fingerprint"] and record["env"]["packages"]

@@ -83,7 +83,7 @@ def create_backbone(
             return factory(pretrained, in_channels)
         if "pooling" not in inspect.signature(factory).parameters:
             raise DmlbenchError(f"backbone '{name}' supports only pooling: avg")
-        return factory(pretrained, in_channels, pooling=pooling)  # type: ignore[call-arg]
+        return factory(pretrained, in_channels, pooling=pooling)
     if pooling != "avg":
         raise DmlbenchError(f"backbone '{name}' supports only pooling: avg")
     lib, _, model = name.partition(":")

@@ -107,9 +107,10 @@ def render_markdown(formatted: pd.DataFrame, index_name: str = "method") -> str:
     widths = [
         max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(headers)
     ]
-    line = lambda cells: (
-        "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-    )
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
     sep = "| " + " | ".join("-" * w for w in widths) + " |"
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
 

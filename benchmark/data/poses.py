@@ -1,0 +1,285 @@
+"""poses: rendered stick figures with continuous pose labels, standing in for MPII (DESIGN.md §4).
+
+A figure has 14 joints (head, neck, shoulders, elbows, wrists, hips, knees, ankles) on a
+kinematic tree driven by 10 angles (torso lean, head tilt, upper arms, forearms, thighs, shins).
+``train_poses + test_poses`` base poses are drawn at random; an image draws every angle from a
+Gaussian around its base pose (``angle_noise`` degrees), then jitters the figure's scale and
+position a little. Limbs are thick anti-aliased strokes (rendered at 4× and box-downsampled);
+right limbs are bright, left limbs dimmer and the torso in between, so left and right can be
+told apart; the background is cluttered with random faint strokes and pixel noise.
+
+The label is the joint coordinates relative to the neck divided by the image size (14 × 2
+values, joint by joint); the label distance is ``pose``: the sum of Euclidean distances between
+corresponding joints, the pose distance Kim et al. use on MPII (seed 001 §4.3). The test split
+uses base poses training never sees; every ``query_every``-th test image is a query and the
+rest the database, so each base pose has queries and database images.
+
+Every image depends only on (seed, base pose, instance); arrays are cached keyed by a hash of
+the parameters and fingerprinted like glyphs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field
+
+from dmlbench.data.base import (
+    DATASETS,
+    ArrayImages,
+    DatasetSource,
+    DataSplits,
+    Split,
+    fingerprint_arrays,
+)
+from dmlbench.protocol import StrictModel
+
+log = logging.getLogger(__name__)
+
+GENERATOR_VERSION = 1
+SUPERSAMPLE = 4
+JOINTS = (
+    "head",
+    "neck",
+    "r_shoulder",
+    "r_elbow",
+    "r_wrist",
+    "l_shoulder",
+    "l_elbow",
+    "l_wrist",
+    "r_hip",
+    "r_knee",
+    "r_ankle",
+    "l_hip",
+    "l_knee",
+    "l_ankle",
+)
+# Segment lengths in units of the figure's height.
+HEAD, TORSO, SHOULDER, UPPER_ARM, FOREARM, HIP, THIGH, SHIN = (
+    0.13,
+    0.33,
+    0.10,
+    0.16,
+    0.15,
+    0.06,
+    0.22,
+    0.21,
+)
+# Base-pose angle ranges (degrees): torso lean, head tilt, then per side upper arm and
+# forearm bend, thigh and shin bend. Limb angles are measured from "hanging down".
+ANGLE_RANGES = np.array(
+    [
+        (-25, 25),
+        (-25, 25),
+        (-170, 170),
+        (0, 140),
+        (-170, 170),
+        (0, 140),
+        (-70, 70),
+        (0, 110),
+        (-70, 70),
+        (0, 110),
+    ],
+    dtype=np.float64,
+)
+BRIGHT, MID, DIM = 255, 200, 130  # right limbs, torso/head, left limbs
+
+
+class PosesParams(StrictModel):
+    image_size: int = Field(64, ge=24, le=256)
+    train_poses: int = Field(40, ge=2)
+    test_poses: int = Field(20, ge=1)
+    images_per_pose: int = Field(40, ge=2)
+    angle_noise: float = Field(12.0, ge=0.0, le=60.0, description="degrees, every angle")
+    query_every: int = Field(8, ge=2, description="every n-th test image is a query")
+    seed: int = 0
+
+
+def base_poses(params: PosesParams) -> np.ndarray:
+    """(train_poses + test_poses, 10) base angles in degrees; train first."""
+    rng = np.random.default_rng([params.seed, 7919, GENERATOR_VERSION])
+    n = params.train_poses + params.test_poses
+    return rng.uniform(ANGLE_RANGES[:, 0], ANGLE_RANGES[:, 1], size=(n, len(ANGLE_RANGES)))
+
+
+def skeleton(angles: np.ndarray) -> np.ndarray:
+    """Joint positions (14, 2) in figure-height units, image axes (y down), neck at the origin."""
+    lean, tilt, rua, rfa, lua, lfa, rth, rsh, lth, lsh = np.radians(angles)
+    down = np.array([math.sin(lean), math.cos(lean)])  # torso direction, neck → pelvis
+    side = np.array([down[1], -down[0]])  # the figure's right, as seen in the image (left side)
+
+    def towards(angle: float) -> np.ndarray:  # unit vector rotated ``angle`` from ``down``
+        c, s = math.cos(angle), math.sin(angle)
+        return np.array([c * down[0] - s * down[1], s * down[0] + c * down[1]])
+
+    neck = np.zeros(2)
+    head = neck - HEAD * towards(tilt)
+    pelvis = neck + TORSO * down
+    joints = {"head": head, "neck": neck}
+    for prefix, sign, ua, fa, th, sh in (
+        ("r", 1.0, rua, rfa, rth, rsh),
+        ("l", -1.0, -lua, -lfa, -lth, -lsh),
+    ):
+        shoulder = neck + sign * SHOULDER * side
+        elbow = shoulder + UPPER_ARM * towards(ua)
+        wrist = elbow + FOREARM * towards(ua + sign * fa)
+        hip = pelvis + sign * HIP * side
+        knee = hip + THIGH * towards(th)
+        ankle = knee + SHIN * towards(th - sign * sh)
+        joints.update(
+            {
+                f"{prefix}_shoulder": shoulder,
+                f"{prefix}_elbow": elbow,
+                f"{prefix}_wrist": wrist,
+                f"{prefix}_hip": hip,
+                f"{prefix}_knee": knee,
+                f"{prefix}_ankle": ankle,
+            }
+        )
+    return np.stack([joints[name] for name in JOINTS])
+
+
+LIMBS = (  # (joint a, joint b, intensity)
+    ("neck", "head", MID),
+    ("r_shoulder", "l_shoulder", MID),
+    ("r_hip", "l_hip", MID),
+    ("r_shoulder", "r_elbow", BRIGHT),
+    ("r_elbow", "r_wrist", BRIGHT),
+    ("r_hip", "r_knee", BRIGHT),
+    ("r_knee", "r_ankle", BRIGHT),
+    ("l_shoulder", "l_elbow", DIM),
+    ("l_elbow", "l_wrist", DIM),
+    ("l_hip", "l_knee", DIM),
+    ("l_knee", "l_ankle", DIM),
+)
+
+
+def render(
+    angles: np.ndarray, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """One image (size, size) uint8 and its joints (14, 2) in pixels."""
+    from PIL import Image, ImageDraw
+
+    canvas = size * SUPERSAMPLE
+    body = skeleton(angles)
+    height = size * 0.6 * rng.uniform(0.9, 1.1)
+    lo, hi = body.min(axis=0), body.max(axis=0)
+    centre = size / 2 + rng.uniform(-0.05, 0.05, size=2) * size
+    pixels = (body - (lo + hi) / 2) * height + centre
+
+    img = Image.new("L", (canvas, canvas), 0)
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(6, 14))):  # clutter: faint random strokes
+        a, b = rng.uniform(0, canvas, size=(2, 2))
+        width = int(rng.integers(1, 3)) * SUPERSAMPLE
+        draw.line([tuple(a), tuple(b)], fill=int(rng.integers(25, 80)), width=width)
+    s = pixels * SUPERSAMPLE
+    width = max(SUPERSAMPLE, round(size * 0.05 * SUPERSAMPLE))
+    index = {name: i for i, name in enumerate(JOINTS)}
+    torso_mid = (s[index["r_hip"]] + s[index["l_hip"]]) / 2
+    draw.line([tuple(s[index["neck"]]), tuple(torso_mid)], fill=MID, width=width)
+    for a, b, shade in LIMBS:
+        pa, pb = s[index[a]], s[index[b]]
+        draw.line([tuple(pa), tuple(pb)], fill=shade, width=width)
+        for p in (pa, pb):
+            r = width / 2
+            draw.ellipse([p[0] - r, p[1] - r, p[0] + r, p[1] + r], fill=shade)
+    r = HEAD * 0.45 * height * SUPERSAMPLE
+    h = s[index["head"]]
+    draw.ellipse([h[0] - r, h[1] - r, h[0] + r, h[1] + r], fill=MID)
+    img = img.resize((size, size), resample=Image.Resampling.BOX)
+    arr = np.asarray(img, dtype=np.float32) + rng.normal(0.0, rng.uniform(2.0, 10.0), (size, size))
+    return np.clip(arr, 0, 255).astype(np.uint8), pixels
+
+
+def generate(params: PosesParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Images (N, 1, S, S) uint8, labels (N, 28) float32 and base-pose ids (N,); train first."""
+    bases = base_poses(params)
+    n = len(bases) * params.images_per_pose
+    size = params.image_size
+    images = np.empty((n, 1, size, size), dtype=np.uint8)
+    labels = np.empty((n, 2 * len(JOINTS)), dtype=np.float32)
+    pose_ids = np.repeat(np.arange(len(bases)), params.images_per_pose)
+    for i, b in enumerate(pose_ids):
+        rng = np.random.default_rng(
+            [params.seed, int(b), i % params.images_per_pose, GENERATOR_VERSION]
+        )
+        angles = bases[b] + rng.normal(0.0, params.angle_noise, size=bases.shape[1])
+        images[i, 0], joints = render(angles, size, rng)
+        labels[i] = ((joints - joints[JOINTS.index("neck")]) / size).reshape(-1)
+    return images, labels, pose_ids
+
+
+def _cache_key(params: PosesParams) -> str:
+    import PIL
+
+    text = f"{params.model_dump_json()}|v{GENERATOR_VERSION}|pil{PIL.__version__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_or_generate(params: PosesParams, cache: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Generated arrays, from ``cache`` when present (a corrupt cache file is regenerated)."""
+    path = cache / "poses" / f"poses-{_cache_key(params)}.npz"
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return z["images"], z["labels"], z["pose_ids"]
+        except (OSError, ValueError, KeyError) as err:
+            log.warning("poses cache %s is unreadable (%s); regenerating", path, err)
+    images, labels, pose_ids = generate(params)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, images=images, labels=labels, pose_ids=pose_ids)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return images, labels, pose_ids
+
+
+@DATASETS.register("poses")
+class Poses(DatasetSource):
+    Params = PosesParams
+    label_kind = "continuous"
+    description = "stick figures with continuous pose labels (embedded, generated)"
+
+    def load(self, params: PosesParams, root: Path | None, cache_dir: Path) -> DataSplits:
+        images, labels, pose_ids = load_or_generate(params, cache_dir)
+        train = pose_ids < params.train_poses
+        n_test = int((~train).sum())
+        queries = np.arange(0, n_test, params.query_every)
+        gallery = np.setdiff1d(np.arange(n_test), queries)
+        extras = {"label_distance": "pose", "joint_dims": 2}
+        return DataSplits(
+            train=Split(
+                ArrayImages(images[train]),
+                labels[train],
+                label_kind="continuous",
+                extras=dict(extras),
+            ),
+            test=Split(
+                ArrayImages(images[~train]),
+                labels[~train],
+                label_kind="continuous",
+                queries=queries,
+                gallery=gallery,
+                extras=dict(extras),
+            ),
+            fingerprint=fingerprint_arrays(images, labels, extra="poses"),
+            info={
+                "train_poses": params.train_poses,
+                "test_poses": params.test_poses,
+                "queries": len(queries),
+                "database": len(gallery),
+            },
+        )

@@ -1,0 +1,117 @@
+"""Sweep plot data (pure, tested on numbers) and its thin renderer."""
+
+from __future__ import annotations
+
+import pytest
+
+from dmlbench.records import ProtocolRef, Record, Timings
+from dmlbench.report.plots import draw_sweep, parse_sweep_name, sweep_points, write_sweep_plots
+from dmlbench.report.tables import MixedProtocolsError
+
+
+def record(
+    name: str,
+    method: str,
+    seed: int,
+    metrics: dict[str, float],
+    h: str | None = None,
+    stage: str = "final",
+) -> Record:
+    return Record(
+        protocol=ProtocolRef(name=name, version=1, hash=h or f"hash-{name}"),
+        data_fingerprint="fp",
+        method=method,
+        seed=seed,
+        stage=stage,  # type: ignore[arg-type]
+        metrics=metrics,
+        timings=Timings(wall_seconds=1.0),
+    )
+
+
+def sweep_records() -> list[Record]:
+    out = []
+    for dim, base in ((16, 0.70), (32, 0.75), (128, 0.80)):
+        name = f"poses@model.embedding_size={dim}"
+        for seed, jitter in ((0, -0.01), (1, 0.01)):
+            out.append(
+                record(
+                    name,
+                    "log-ratio",
+                    seed,
+                    {"ndcg@10": base + jitter, "mld@1": 1 - base, "queries": 100.0},
+                )
+            )
+            out.append(record(name, "triplet-dense", seed, {"ndcg@10": base - 0.1, "mld@1": 0.5}))
+    out.append(record("poses", "log-ratio", 0, {"ndcg@10": 0.9}))  # not a sweep: ignored
+    out.append(
+        record(
+            "poses@model.embedding_size=16", "log-ratio", 5, {"ndcg@10": 0.0}, stage="search-trial"
+        )
+    )  # not final: ignored
+    return out
+
+
+def test_parse_sweep_name() -> None:
+    assert parse_sweep_name("poses@model.embedding_size=16") == (
+        "poses",
+        "model.embedding_size",
+        16,
+    )
+    assert parse_sweep_name("a@b@optim.lr=1e-3") == ("a@b", "optim.lr", 1e-3)
+    assert parse_sweep_name("poses") is None and parse_sweep_name("poses@key") is None
+
+
+def test_sweep_points_mean_std_per_value_and_method() -> None:
+    df = sweep_points(sweep_records())
+    assert list(df.columns) == [
+        "protocol",
+        "key",
+        "value",
+        "method",
+        "metric",
+        "mean",
+        "std",
+        "seeds",
+        "overridden",
+    ]
+    assert set(df["metric"]) == {"ndcg@10", "mld@1"}  # the query count is not a metric
+    lr = df[(df["method"] == "log-ratio") & (df["metric"] == "ndcg@10")]
+    assert lr["value"].tolist() == [16, 32, 128]  # numeric order
+    assert lr["mean"].tolist() == pytest.approx([0.70, 0.75, 0.80])
+    assert lr["std"].tolist() == pytest.approx([0.01414214] * 3, rel=1e-5)
+    assert lr["seeds"].tolist() == [2, 2, 2]
+    td = df[(df["method"] == "triplet-dense") & (df["metric"] == "mld@1")]
+    assert td["mean"].tolist() == pytest.approx([0.5] * 3) and td["std"].tolist() == [0.0] * 3
+    assert set(df["protocol"]) == {"poses"} and set(df["key"]) == {"model.embedding_size"}
+
+
+def test_two_hashes_under_one_name_are_refused() -> None:
+    other = record("poses@model.embedding_size=16", "log-ratio", 9, {"ndcg@10": 0.1}, h="other")
+    recs = [*sweep_records(), other]
+    with pytest.raises(MixedProtocolsError):
+        sweep_points(recs)
+
+
+def test_no_sweep_records_gives_an_empty_frame() -> None:
+    df = sweep_points([record("poses", "log-ratio", 0, {"ndcg@10": 0.9})])
+    assert df.empty and "mean" in df.columns
+
+
+def test_draw_and_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    df = sweep_points(sweep_records())
+    fig = draw_sweep(df, "poses", "model.embedding_size")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 2
+    ax = axes[0]
+    assert ax.get_xlabel() == "model.embedding_size"
+    assert ax.get_ylabel().startswith("ndcg@10") and "higher" in ax.get_ylabel()
+    assert "lower" in axes[1].get_ylabel()
+    assert len(ax.get_lines()) >= 2 and ax.get_xscale() == "log"
+    markers = {
+        line.get_marker() for line in ax.get_lines() if line.get_marker() not in ("", "None")
+    }
+    assert len(markers) >= 2  # methods differ by marker, not only by colour
+    paths = write_sweep_plots(df, tmp_path)
+    assert [p.name for p in paths] == ["sweep-poses-model.embedding_size.png"]
+    assert paths[0].stat().st_size > 1000
+    assert (tmp_path / "sweep-poses-model.embedding_size.svg").read_text().startswith("<?xml")
