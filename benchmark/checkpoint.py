@@ -14,9 +14,7 @@ loop finishes the step, writes a checkpoint and raises :class:`TrainingInterrupt
 
 from __future__ import annotations
 
-import os
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +24,7 @@ from typing import Any
 
 import torch
 
+from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
 
 
@@ -98,17 +97,7 @@ def save_checkpoint(
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "torch_rng": torch.get_rng_state(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, lambda fh: torch.save(state, fh))
 
 
 def load_checkpoint(

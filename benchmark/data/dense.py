@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -47,6 +45,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
+from dmlbench.atomic import atomic_savez
 from dmlbench.errors import DataError
 
 if TYPE_CHECKING:
@@ -294,22 +293,8 @@ def neighbour_lists(
     idx, dist = exact_knn(labels, labels, k, distance, self_index=np.arange(len(labels)))
     dist32 = dist.astype(np.float32)
     if path is not None:
-        _atomic_savez(path, idx, dist32)
+        atomic_savez(path, indices=idx, distances=dist32)
     return idx, dist32
-
-
-def _atomic_savez(path: Path, indices: np.ndarray, distances: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, indices=indices, distances=distances)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def split_neighbours(split: Split, k: int) -> np.ndarray:

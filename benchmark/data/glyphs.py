@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dmlbench.atomic import atomic_savez
 from dmlbench.data.base import (
     DATASETS,
     ArrayImages,
@@ -181,17 +180,7 @@ def load_or_generate(params: GlyphsParams, cache: Path) -> tuple[np.ndarray, np.
         except (OSError, ValueError, KeyError) as err:
             log.warning("glyphs cache %s is unreadable (%s); regenerating", path, err)
     images, labels, classes = generate(params)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, images=images, labels=labels, classes=np.array(classes))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_savez(path, images=images, labels=labels, classes=np.array(classes))
     return images, labels, classes
 
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from pydantic import Field
 
+from dmlbench.atomic import atomic_savez
 from dmlbench.data.base import (
     DATASETS,
     ArrayImages,
@@ -233,17 +232,7 @@ def load_or_generate(params: PosesParams, cache: Path) -> tuple[np.ndarray, np.n
         except (OSError, ValueError, KeyError) as err:
             log.warning("poses cache %s is unreadable (%s); regenerating", path, err)
     images, labels, pose_ids = generate(params)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, images=images, labels=labels, pose_ids=pose_ids)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_savez(path, images=images, labels=labels, pose_ids=pose_ids)
     return images, labels, pose_ids
 
 
