@@ -166,7 +166,8 @@ def draw_sweep(
     for ax in axes[len(metrics) :]:
         ax.set_visible(False)
     axes[0].legend(fontsize="small")
-    fig.suptitle(f"{protocol}: metrics vs {key} (mean ± std over seeds)")
+    note = " — runs with overrides, not leaderboard numbers" if part["overridden"].any() else ""
+    fig.suptitle(f"{protocol}: metrics vs {key} (mean ± std over seeds){note}")
     return fig
 
 

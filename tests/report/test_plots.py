@@ -111,6 +111,10 @@ def test_draw_and_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
         line.get_marker() for line in ax.get_lines() if line.get_marker() not in ("", "None")
     }
     assert len(markers) >= 2  # methods differ by marker, not only by colour
+    assert "overrides" not in fig._suptitle.get_text()  # type: ignore[union-attr]
+    flagged = df.assign(overridden=True)
+    title = draw_sweep(flagged, "poses", "model.embedding_size")._suptitle.get_text()  # type: ignore[union-attr]
+    assert "overrides" in title
     paths = write_sweep_plots(df, tmp_path)
     assert [p.name for p in paths] == ["sweep-poses-model.embedding_size.png"]
     assert paths[0].stat().st_size > 1000
