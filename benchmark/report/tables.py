@@ -89,10 +89,16 @@ def format_table(table: pd.DataFrame, percent: bool = True) -> pd.DataFrame:
     out = pd.DataFrame(index=table.index)
     trained = [m for m in table.index if m != "untrained"]
     for m in metrics:
-        best = table.loc[trained, m].max() if trained else np.nan
+        # mean label distance is in label units and lower is better; the rest are fractions
+        lower = m.startswith("mld@")
+        col = table.loc[trained, m] if trained else pd.Series(dtype=float)
+        best = (col.min() if lower else col.max()) if trained else np.nan
         cells = []
         for method, row in table.iterrows():
-            text = f"{row[m] * scale:.1f} ± {row[m + '_std'] * scale:.1f}"
+            if lower:
+                text = f"{row[m]:.3f} ± {row[m + '_std']:.3f}"
+            else:
+                text = f"{row[m] * scale:.1f} ± {row[m + '_std'] * scale:.1f}"
             if method != "untrained" and np.isclose(row[m], best):
                 text = f"**{text}**"
             cells.append(text)
@@ -141,7 +147,7 @@ def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path,
             else ""
         )
         md = (
-            f"## {title}\n\nTest-class metrics in %, mean ± std over seeds; best in bold."
+            f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), mean ± std over seeds; best in bold."
             f"\n\n{render_markdown(format_table(table))}{note}\n"
         )
         atomic_write_text(md_path, md)

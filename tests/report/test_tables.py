@@ -41,3 +41,16 @@ def test_write_reports_one_table_per_hash(tmp_path) -> None:  # type: ignore[no-
     ]
     md = (tmp_path / "p-bbbbbbbbbbbb.md").read_text()
     assert "| b " in md and "**10.0 ± 0.0**" in md and "30.0" in md
+
+
+def test_label_distance_is_raw_and_lower_is_better() -> None:
+    from dmlbench.report.tables import format_table
+
+    recs = [
+        make("a", **{"ndcg@10": 0.9, "mld@1": 0.44}),
+        make("b", **{"ndcg@10": 0.8, "mld@1": 0.55}),
+    ]
+    out = format_table(summary_table(records_frame(recs)))
+    assert out.loc["a", "mld@1"] == "**0.440 ± 0.000**"
+    assert out.loc["b", "mld@1"] == "0.550 ± 0.000"
+    assert out.loc["a", "ndcg@10"].startswith("**90.0")
