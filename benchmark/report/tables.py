@@ -147,7 +147,8 @@ def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path,
             else ""
         )
         md = (
-            f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), mean ± std over seeds; best in bold."
+            f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), "
+            "mean ± std over seeds; best in bold."
             f"\n\n{render_markdown(format_table(table))}{note}\n"
         )
         atomic_write_text(md_path, md)
