@@ -112,7 +112,9 @@ class ValidationSpec(StrictModel):
 
 
 class SearchSpec(StrictModel):
-    trials: int = Field(20, ge=1)
+    """The tuning budget: ``trials`` Optuna trials per method; 0 means the paper's defaults."""
+
+    trials: int = Field(20, ge=0)
     sampler: Literal["tpe", "random"] = "tpe"
     pruner: Literal["none", "median", "hyperband"] = "median"
     validation: ValidationSpec = Field(default_factory=ValidationSpec)
@@ -147,6 +149,14 @@ class Protocol(StrictModel):
         """The data root with ``${VAR}`` expanded; ``override`` (``--data-root``) wins."""
         root = override if override is not None else self.data.root
         return Path(os.path.expandvars(root)).expanduser() if root else None
+
+    def without_search(self) -> Protocol:
+        """The same protocol with a zero tuning budget: every method runs its paper defaults.
+
+        Its hash differs, so default-hyper-parameter results can never share a table (or a
+        record file) with tuned ones.
+        """
+        return self.with_overrides({"search.trials": 0}, name=self.name)
 
     def with_overrides(self, overrides: dict[str, Any], name: str | None = None) -> Protocol:
         """A derived protocol with dotted keys replaced (``{"model.embedding_size": 32}``)."""
