@@ -19,7 +19,8 @@ from dmlbench.errors import DmlbenchError
 
 EPILOG_RUN = """examples:
   dmlbench run                                    # glyphs-mini, its default methods, all seeds
-  dmlbench run --protocol glyphs-mini --method multi-similarity --seed 0
+  dmlbench run --method triplet-semihard,multi-similarity --trials 4
+  dmlbench run --protocol glyphs-mini --method multi-similarity --seed 0 --no-search
   dmlbench run --protocol my_protocol.yaml --method all
   dmlbench run --method contrastive --hparam contrastive.margin=0.5
 """
@@ -30,6 +31,7 @@ def _csv(text: str) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from dmlbench.cli_options import apply_budget, search_options
     from dmlbench.distributed import init_from_env
     from dmlbench.methods import METHODS, load_plugins
     from dmlbench.protocol import load_protocol
@@ -39,7 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     init_from_env()  # under torchrun: one process group, one trial on several GPUs
     load_plugins(args.plugin)
-    protocol = load_protocol(args.protocol)
+    protocol = apply_budget(load_protocol(args.protocol), args)
     overrides: dict[str, object] = {}
     if args.backbone_override:
         # Same name, new hash: such runs get their own table and never enter a leaderboard.
@@ -70,10 +72,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             channels_last=args.channels_last,
             compile_model=args.compile,
         ),
+        search=search_options(args),
     )
     print(
         f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "
-        f"methods: {', '.join(methods)}; seeds: {seeds}",
+        f"methods: {', '.join(methods)}; seeds: {seeds}; "
+        f"budget: {protocol.search.trials} trials per method",
         file=sys.stderr,
     )
     records = run_protocol(protocol, methods, seeds, options)
@@ -174,10 +178,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 # Subcommands that live in their own modules: each defines ``add_parser(subparsers)``.
-EXTRA_COMMANDS = ("dmlbench.sweep", "dmlbench.data.prepare", "dmlbench.search", "dmlbench.check")
+EXTRA_COMMANDS = (
+    "dmlbench.sweep",
+    "dmlbench.data.prepare",
+    "dmlbench.search_cli",
+    "dmlbench.check",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dmlbench.cli_options import add_budget_options
+
     parser = argparse.ArgumentParser(
         prog="dmlbench",
         description="Deep metric learning methods under frozen protocols with equal budgets.",
@@ -189,9 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="train and evaluate methods under a protocol",
-        description="Train each method on the protocol's training classes for "
-        "each seed, evaluate on the test classes, write one record per run "
-        "and print the results table. Existing records are reused (resume).",
+        description="Tune each method with the protocol's budget on validation classes "
+        "carved out of the training classes (Optuna), retrain the selection on all training "
+        "classes for each seed, evaluate on the test classes, write one record per run "
+        "and print the results table. Existing records and studies are reused (resume).",
         epilog=EPILOG_RUN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -259,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="import MODULE to register extra methods (repeatable)",
     )
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_budget_options(run)
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser(

@@ -59,6 +59,12 @@ class Record(BaseModel):
     metrics: dict[str, float]
     curve: list[dict[str, float]] = Field(default_factory=list)
     overrides: dict[str, Any] = Field(default_factory=dict)
+    trial: int | None = Field(None, description="Optuna trial number (stage search-trial)")
+    search: dict[str, Any] = Field(
+        default_factory=dict,
+        description="final: how its hyper-parameters were selected (study, trial, validation "
+        "score, epochs); search-trial: the trial's state and, when it failed, why",
+    )
     timings: Timings
     env: dict[str, Any] = Field(default_factory=dict)
     command: str = ""
@@ -69,7 +75,8 @@ class Record(BaseModel):
         return not self.overrides
 
     def filename(self) -> str:
-        return f"{self.method}-seed{self.seed}-{self.stage}.json"
+        run = f"trial{self.trial:04d}" if self.trial is not None else f"seed{self.seed}"
+        return f"{self.method}-{run}-{self.stage}.json"
 
 
 def record_path(
@@ -80,6 +87,7 @@ def record_path(
     seed: int,
     stage: str = "final",
     overrides: dict[str, Any] | None = None,
+    trial: int | None = None,
 ) -> Path:
     """Where a record lives. Runs with overrides (``--max-steps``...) get their own file, so a
     smoke test can never overwrite, or be mistaken for, a real run."""
@@ -88,7 +96,8 @@ def record_path(
         digest = hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()
         tag = f"-override-{digest[:8]}"
     folder = results_dir / protocol_name / protocol_hash[:12]
-    return folder / f"{method}-seed{seed}-{stage}{tag}.json"
+    run = f"trial{trial:04d}" if trial is not None else f"seed{seed}"
+    return folder / f"{method}-{run}-{stage}{tag}.json"
 
 
 def atomic_write_text(path: Path, text: str) -> None:

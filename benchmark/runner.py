@@ -1,4 +1,10 @@
-"""Run methods under a protocol: train on the training classes, evaluate on the test classes.
+"""Run methods under a protocol: tune, train on the training classes, evaluate on the test classes.
+
+When the protocol has a tuning budget (``search.trials > 0``), each method is first tuned by
+:func:`dmlbench.search.tune` on validation classes carved out of the training classes; the
+selected hyper-parameters and epoch count are then retrained on all training classes for every
+seed. A method given fixed hyper-parameters (``--hparam``) is not tuned and its records are
+marked as overridden, so they never share a table with tuned ones.
 
 Every seed also gets an ``untrained`` row: the randomly initialised network, evaluated the same
 way. It is the floor every trained method must clear, and a bug detector (a method that does
@@ -14,7 +20,7 @@ import logging
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,7 @@ from dmlbench.records import (
     record_path,
     save_record,
 )
+from dmlbench.search import SearchOptions, Selection
 from dmlbench.train import Accel, embed, image_channels, init_model, resolve_device, train
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,7 @@ class RunOptions:
     hparams: dict[str, HParams] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     accel: Accel = field(default_factory=Accel)
+    search: SearchOptions = field(default_factory=SearchOptions)
 
 
 def run_protocol(
@@ -68,20 +76,38 @@ def run_protocol(
     if options.max_steps is not None:
         overrides["max_steps"] = options.max_steps
     is_main = distributed.current().is_main
+    selections: dict[str, Selection | None] = {}
+    for name in methods:  # tune first: every seed's final run uses the same selection
+        selections[name] = None
+        if protocol.search.trials > 0 and name not in options.hparams:
+            from dmlbench.search import tune
+
+            print(f"searching {name}: {protocol.search.trials} trials", file=sys.stderr)
+            tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
+            selections[name] = tune(
+                protocol, name, data.train, data.fingerprint, tuning, options.search
+            )
     records = []
     for seed in seeds:
         for name in [UNTRAINED, *methods]:
+            run_overrides = dict(overrides)
+            if name in options.hparams:  # hand-set values: never next to tuned ones
+                run_overrides["hparams"] = options.hparams[name]
+            selection = selections.get(name)
             path = record_path(
-                options.results_dir, protocol.name, protocol.hash, name, seed, "final", overrides
-            )
+                options.results_dir, protocol.name, protocol.hash, name, seed, "final",
+                run_overrides,
+            )  # fmt: skip
             with record_lock(path, enabled=is_main) as owned:
                 if not owned:
                     log.warning("%s is being computed by another process; skipped", path.name)
                     continue
-                record = _reusable(path, overrides, data.fingerprint, options.force)
+                record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
                 if record is None:
                     ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
-                    record = run_one(protocol, name, seed, data, options, overrides, ckpt)
+                    record = run_one(
+                        protocol, name, seed, data, options, run_overrides, ckpt, selection
+                    )
                     if is_main:  # under torchrun every rank trains, rank 0 writes
                         save_record(record, path)
                         ckpt.unlink(missing_ok=True)
@@ -90,9 +116,14 @@ def run_protocol(
 
 
 def _reusable(
-    path: Path, overrides: dict[str, Any], fingerprint: str, force: bool
+    path: Path,
+    overrides: dict[str, Any],
+    fingerprint: str,
+    force: bool,
+    selection: Selection | None = None,
 ) -> Record | None:
-    """The record at ``path`` if it was made under the same conditions (resume)."""
+    """The record at ``path`` if it was made under the same conditions (resume): same
+    overrides, data and, for a tuned method, the same selected trial and hyper-parameters."""
     if force or not path.is_file():
         return None
     try:
@@ -100,7 +131,11 @@ def _reusable(
     except Exception as err:  # a damaged file is recomputed, not fatal
         log.warning("%s is damaged (%s); recomputing", path, type(err).__name__)
         return None
-    if record.overrides == overrides and record.data_fingerprint == fingerprint:
+    wanted = selection.as_record() if selection is not None else {}
+    same_selection = {k: record.search.get(k) for k in ("study", "trial", "hparams")} == {
+        k: wanted.get(k) for k in ("study", "trial", "hparams")
+    }
+    if record.overrides == overrides and record.data_fingerprint == fingerprint and same_selection:
         log.info("reusing %s", path)
         return record
     return None
@@ -114,8 +149,13 @@ def run_one(
     options: RunOptions,
     overrides: dict[str, Any],
     checkpoint: Path | None = None,
+    selection: Selection | None = None,
 ) -> Record:
-    """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``."""
+    """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``.
+
+    With a ``selection`` from a search, its hyper-parameters are used and training stops after
+    the epoch that scored best on validation.
+    """
     device = resolve_device(options.device)
     start = time.perf_counter()
     hparams: HParams = {}
@@ -126,7 +166,7 @@ def run_one(
     else:
         method = create_method(
             method_name,
-            options.hparams.get(method_name),
+            selection.hparams if selection else options.hparams.get(method_name),
             data.train.num_classes,
             protocol.model.embedding_size,
         )
@@ -138,6 +178,7 @@ def run_one(
             seed,
             device=device,
             max_steps=options.max_steps,
+            epochs=selection.epochs if selection else None,
             progress=options.progress,
             checkpoint=checkpoint,
             accel=options.accel,
@@ -156,6 +197,7 @@ def run_one(
         metrics=metrics,
         curve=curve,
         overrides=overrides,
+        search=selection.as_record() if selection else {},
         timings=Timings(
             wall_seconds=now - start,
             train_seconds=train_s,

@@ -70,6 +70,7 @@ def run_sweep(
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from dmlbench.cli_options import apply_budget, search_options
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
@@ -77,7 +78,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from dmlbench.runner import RunOptions
 
     load_plugins(args.plugin)
-    protocol = load_protocol(args.protocol)
+    protocol = apply_budget(load_protocol(args.protocol), args)
     key, values = parse_over(args.over)
     methods = args.method if args.method is not None else list(protocol.methods)
     if not methods:
@@ -90,6 +91,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         max_steps=args.max_steps,
         force=args.force,
         progress=not args.no_progress,
+        search=search_options(args),
     )
     sweep_protocols(protocol, key, values)  # fail fast on a bad key or value
     records = run_sweep(protocol, key, values, methods, seeds, options)
@@ -154,4 +156,7 @@ def add_parser(subparsers: Any) -> None:
         help="import MODULE to register extra methods (repeatable)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    from dmlbench.cli_options import add_budget_options
+
+    add_budget_options(p)
     p.set_defaults(func=cmd_sweep)

@@ -121,6 +121,7 @@ def train(
     *,
     device: torch.device | str = "cpu",
     max_steps: int | None = None,
+    epochs: int | None = None,
     on_epoch_end: EpochHook | None = None,
     progress: bool = True,
     checkpoint: Path | None = None,
@@ -130,6 +131,9 @@ def train(
 
     Args:
         max_steps: stop after this many steps (smoke tests); recorded as an override.
+        epochs: stop after this many epochs of the protocol's schedule (the schedule itself
+            still spans ``protocol.optim.epochs``): the model equals the snapshot a full run
+            has after that epoch, which is how the best epoch chosen on validation is used.
         on_epoch_end: validation hook called after every epoch with (epoch, model); the
             metrics it returns are appended to the curve (search uses them for pruning).
         checkpoint: file written after every epoch and on SIGINT/SIGTERM; when it exists at
@@ -189,7 +193,8 @@ def train(
         sampler = distributed.ShardedBatchSampler(
             sampler, dist_info.rank, dist_info.world_size, group=m
         )
-    total = protocol.optim.epochs * len(sampler)
+    n_epochs = protocol.optim.epochs if epochs is None else min(epochs, protocol.optim.epochs)
+    total = n_epochs * len(sampler)
     if max_steps is not None:
         total = min(total, max_steps)
     bar = tqdm(
@@ -203,7 +208,7 @@ def train(
     start, images = time.perf_counter(), 0
     try:
         with interrupt_guard() as stop:
-            while state.epoch < protocol.optim.epochs and state.steps < total:
+            while state.epoch < n_epochs and state.steps < total:
                 model.train()
                 loss_fn.train()
                 sampler.set_epoch(state.epoch)

@@ -71,13 +71,31 @@ class Split:
         return int(np.unique(self.labels).size) if self.label_kind == "class" else 0
 
     def subset(self, indices: np.ndarray) -> Split:
-        """A split holding only ``indices`` (used to carve validation classes)."""
+        """A split holding only ``indices`` (used to carve validation classes).
+
+        ``extras`` carry over (the label distance of a continuous data set must not silently
+        fall back to Euclidean); per-item extras (``groups``) are subset with the items. A
+        query → gallery layout does not survive subsetting: every item queries the others.
+        """
         indices = np.asarray(indices, dtype=np.int64)
+        extras = dict(self.extras)
+        if "groups" in extras:
+            extras["groups"] = np.asarray(extras["groups"])[indices]
         return Split(
             images=torch.utils.data.Subset(self.images, indices.tolist()),
             labels=self.labels[indices],
             label_kind=self.label_kind,
+            extras=extras,
         )
+
+    def groups(self) -> np.ndarray:
+        """The unit a validation split holds out: the class, or ``extras["groups"]`` (e.g. the
+        base pose of a continuous-label image), or else each item on its own."""
+        if "groups" in self.extras:
+            return np.asarray(self.extras["groups"])
+        if self.label_kind == "class":
+            return np.asarray(self.labels).reshape(-1)
+        return np.arange(len(self))
 
 
 @dataclass

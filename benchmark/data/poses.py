@@ -254,7 +254,7 @@ class Poses(DatasetSource):
                 ArrayImages(images[train]),
                 labels[train],
                 label_kind="continuous",
-                extras=dict(extras),
+                extras={**extras, "groups": pose_ids[train]},  # validation holds out poses
             ),
             test=Split(
                 ArrayImages(images[~train]),

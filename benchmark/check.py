@@ -1,0 +1,542 @@
+"""``dmlbench check``: re-run the embedded leaderboard and fail when a number moved.
+
+The embedded leaderboard is ``glyphs-mini`` (every class-label method) and ``poses-mini``
+(every continuous-label method), each with its ``untrained`` row, under
+:meth:`~dmlbench.protocol.Protocol.without_search` (paper-default hyper-parameters, a zero
+tuning budget, its own hash), seed 0. Its records are ordinary records under
+``results/leaderboard/<protocol>/<hash12>/``; ``dmlbench report --results-dir
+results/leaderboard --reports-dir reports/leaderboard`` renders them.
+
+Tolerances come from measured seed-to-seed spread, not from a guess: ``dmlbench check
+--update`` runs seeds 0, 1 and 2 of every entry and stores, per (protocol, method, metric), the
+three values, their sample standard deviation (``ddof=1``) and ``tolerance = K · std``
+(``K = 3``). Only a metric whose spread is exactly 0 (a count such as ``queries``, a saturated
+recall) gets the absolute floor ``FLOOR`` instead, so a re-run must reproduce it. The committed
+numbers are the seed-0 records; seeds 1 and 2 stay in the work folder, their values in
+``tolerances.yaml``.
+
+``dmlbench check`` re-runs seed 0 of every entry in a temporary folder with the committed
+hyper-parameters, prints a diff table and exits 1 when a metric moved more than its tolerance.
+It refuses (exit 2) when the shipped protocol's hash or the data fingerprint no longer matches
+the committed leaderboard: that change needs a regenerated leaderboard, not a tolerance.
+
+Cost: DREML with the paper's 12 learners takes ≈ 7 min of a CPU, alone half of the 15-minute
+budget of a whole check (issue #8), so the leaderboard runs it with ``LEADERBOARD_HPARAMS``
+(2 learners, the paper's D = 12 meta-classes); that entry's record says so in its hparams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from dmlbench.errors import DmlbenchError
+from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
+
+LEADERBOARD: dict[str, str] = {"glyphs-mini": "glyphs-mini", "poses-mini": "poses-mini"}
+LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
+SEED = 0
+SPREAD_SEEDS = (0, 1, 2)
+K = 3.0
+FLOOR = 0.005
+TOLERANCES = "tolerances.yaml"
+UNTRAINED = "untrained"  # dmlbench.runner.UNTRAINED, without importing torch for --help
+
+EPILOG = """examples:
+  dmlbench check                                  # both protocols, every method (< 15 min)
+  dmlbench check --protocol glyphs-mini --method contrastive,untrained
+  dmlbench check --update                         # regenerate: seeds 0-2, tolerances, report
+"""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Spread(_Strict):
+    """One metric of one entry: its value per seed, their std and the tolerance."""
+
+    values: list[float]
+    std: float
+    tolerance: float
+
+
+class ProtocolTolerances(_Strict):
+    hash: str
+    data_fingerprint: str
+    methods: dict[str, dict[str, Spread]]
+
+
+class Tolerances(_Strict):
+    """``tolerances.yaml``: how the tolerances were derived, and the tolerances."""
+
+    seeds: list[int]
+    k: float
+    floor: float
+    rule: str
+    created: str
+    machine: dict[str, Any]
+    hparams: dict[str, dict[str, Any]]
+    protocols: dict[str, ProtocolTolerances]
+
+
+@dataclass
+class Row:
+    protocol: str
+    method: str
+    metric: str
+    committed: float
+    now: float
+    tolerance: float
+
+    @property
+    def diff(self) -> float:
+        return self.now - self.committed
+
+    @property
+    def ok(self) -> bool:
+        if math.isnan(self.committed) and math.isnan(self.now):
+            return True
+        return abs(self.diff) <= self.tolerance  # False when either value is NaN
+
+
+def leaderboard_protocol(name: str) -> Any:
+    """The shipped protocol ``name`` with a zero tuning budget: the leaderboard's protocol."""
+    from dmlbench.protocol import load_protocol
+
+    if name not in LEADERBOARD:
+        raise DmlbenchError(f"'{name}' is not a leaderboard protocol ({', '.join(LEADERBOARD)})")
+    return load_protocol(LEADERBOARD[name]).without_search()
+
+
+def leaderboard_methods(protocol: Any) -> list[str]:
+    """Every registered method of the protocol's label kind (``--method all``)."""
+    from dmlbench.data import DATASETS
+    from dmlbench.methods import METHODS
+
+    kind = DATASETS.get(protocol.data.dataset).label_kind
+    return [m for m in METHODS.list() if METHODS.get(m).label_kind == kind]
+
+
+def expected_hparams(method: str) -> dict[str, Any]:
+    """A method's resolved hyper-parameters on the leaderboard (defaults + leaderboard's)."""
+    from dmlbench.methods import METHODS
+
+    if method == UNTRAINED:
+        return {}
+    cls = METHODS.get(method)
+    return {
+        **cls.defaults,
+        "samples_per_class": cls.samples_per_class,
+        **LEADERBOARD_HPARAMS.get(method, {}),
+    }
+
+
+def spread(values: list[float], k: float = K, floor: float = FLOOR) -> Spread:
+    """Sample std (ddof=1) of ``values`` and ``k·std``; ``floor`` only when std is exactly 0."""
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return Spread(values=values, std=std, tolerance=k * std if std > 0 else floor)
+
+
+def load_tolerances(lb_dir: Path) -> Tolerances | None:
+    path = lb_dir / TOLERANCES
+    if not path.is_file():
+        return None
+    return Tolerances.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Record]]]:
+    """The tolerances and the committed seed-0 records, by protocol name and method."""
+    tolerances = load_tolerances(lb_dir)
+    if tolerances is None:
+        raise DmlbenchError(f"{lb_dir}: no {TOLERANCES} (create it: dmlbench check --update)")
+    records, problems = load_records(lb_dir)
+    if problems:
+        raise DmlbenchError(problems[0])
+    board: dict[str, dict[str, Record]] = {}
+    for r in records:
+        if r.stage == "final" and r.seed == SEED and not r.overrides:
+            board.setdefault(r.protocol.name, {})[r.method] = r
+    return tolerances, board
+
+
+def verify(
+    name: str, protocol: Any, fingerprint: str, entries: dict[str, Record], tolerances: Tolerances
+) -> None:
+    """Refuse (one line, exit 2) a leaderboard made under another protocol or data."""
+    fix = f"regenerate it: dmlbench check --update --protocol {name}"
+    tol = tolerances.protocols.get(name)
+    for what, committed in [("tolerances", tol.hash if tol else "missing")] + [
+        (f"{m} record", r.protocol.hash) for m, r in sorted(entries.items())
+    ]:
+        if committed != protocol.hash:
+            raise DmlbenchError(
+                f"{name}: the committed leaderboard's protocol hash ({what}: {committed[:12]}) "
+                f"differs from the shipped protocol's without_search() hash "
+                f"{protocol.short_hash}; the protocol changed, {fix}"
+            )
+    for m, r in sorted(entries.items()):
+        if r.data_fingerprint != fingerprint or (tol and tol.data_fingerprint != fingerprint):
+            raise DmlbenchError(
+                f"{name}: the data fingerprint differs from the committed leaderboard's "
+                f"({m}: {r.data_fingerprint[:12]}, now {fingerprint[:12]}); {fix}"
+            )
+
+
+def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread]) -> list[Row]:
+    """One row per metric of the committed record (a metric gone or untolerated fails)."""
+    rows = []
+    for metric in sorted(set(committed.metrics) | set(now.metrics)):
+        s = spreads.get(metric)
+        rows.append(
+            Row(
+                name,
+                committed.method,
+                metric,
+                committed.metrics.get(metric, math.nan),
+                now.metrics.get(metric, math.nan),
+                s.tolerance if s else math.nan,
+            )
+        )
+    return rows
+
+
+def _run_one(
+    protocol: Any, method: str, seeds: list[int], work: Path, progress: bool, force: bool = False
+) -> list[Record]:
+    """Run one entry (and the untrained row, reused once on disk); records in seed order."""
+    from dmlbench.runner import RunOptions, run_protocol
+
+    hparams = {method: LEADERBOARD_HPARAMS.get(method, {})}
+    trained = [] if method == UNTRAINED else [method]
+    options = RunOptions(results_dir=work, progress=progress, hparams=hparams, force=force)
+    records = run_protocol(protocol, trained, seeds, options)
+    return [r for r in records if r.method == method]
+
+
+def _rerun(protocol: Any, committed: Record, work: Path, progress: bool) -> Record:
+    from dmlbench.runner import RunOptions, run_protocol
+
+    trained = [] if committed.method == UNTRAINED else [committed.method]
+    options = RunOptions(
+        results_dir=work, progress=progress, hparams={committed.method: committed.hparams}
+    )
+    records = run_protocol(protocol, trained, [committed.seed], options)
+    return next(r for r in records if r.method == committed.method)
+
+
+def _select(
+    names: list[str], methods: list[str] | None, available: dict[str, list[str]]
+) -> dict[str, list[str]]:
+    """Per protocol, the entries to handle; a requested method on no protocol is an error."""
+    chosen = {n: [m for m in available[n] if methods is None or m in methods] for n in names}
+    missing = sorted(set(methods or []) - {m for ms in chosen.values() for m in ms})
+    if missing:
+        raise DmlbenchError(
+            f"--method: {', '.join(missing)} not on the leaderboard of {', '.join(names)}"
+        )
+    return chosen
+
+
+def run_check(
+    lb_dir: Path, names: list[str] | None, methods: list[str] | None, progress: bool = True
+) -> list[Row]:
+    """Re-run the chosen entries in a temporary folder; one row per metric."""
+    from dmlbench.data import load_data
+
+    tolerances, board = load_leaderboard(lb_dir)
+    names = names or sorted(board)
+    for n in names:
+        if n not in board:
+            raise DmlbenchError(f"{lb_dir}: no leaderboard for {n} (dmlbench check --update)")
+    chosen = _select(names, methods, {n: sorted(board[n]) for n in names})
+    protocols = {n: leaderboard_protocol(n) for n in names}
+    for n in names:  # refuse before any training
+        verify(n, protocols[n], load_data(protocols[n]).fingerprint, board[n], tolerances)
+        for m in chosen[n]:
+            if board[n][m].hparams != expected_hparams(m):
+                print(
+                    f"warning: {n}/{m}: hyper-parameters differ from the method's defaults "
+                    "(+ LEADERBOARD_HPARAMS); checking the committed ones; "
+                    "regenerate if the change is deliberate",
+                    file=sys.stderr,
+                )
+        for m in sorted(set(leaderboard_methods(protocols[n])) - set(board[n])):
+            print(f"warning: {n}: {m} is not on the leaderboard yet", file=sys.stderr)
+    total = sum(len(ms) for ms in chosen.values())
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="dmlbench-check-") as tmp:
+        done = 0
+        for n in names:
+            for m in chosen[n]:
+                done += 1
+                start = time.perf_counter()
+                now = _rerun(protocols[n], board[n][m], Path(tmp), progress)
+                new = compare(n, board[n][m], now, tolerances.protocols[n].methods.get(m, {}))
+                rows += new
+                bad = [r.metric for r in new if not r.ok]
+                verdict = f"FAIL {', '.join(bad)}" if bad else "ok"
+                print(
+                    f"[{done:2}/{total}] {n} {m:22} {time.perf_counter() - start:6.1f} s  "
+                    f"{verdict}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return rows
+
+
+def format_rows(rows: list[Row]) -> str:
+    head = ("protocol", "method", "metric", "committed", "now", "diff", "tolerance", "")
+    body = [
+        (
+            r.protocol,
+            r.method,
+            r.metric,
+            f"{r.committed:.4f}",
+            f"{r.now:.4f}",
+            f"{r.diff:+.4f}",
+            f"{r.tolerance:.4f}",
+            "ok" if r.ok else "FAIL",
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(
+            c.ljust(w) if i < 3 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for line in [head, *body]
+    )
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    from dmlbench.records import git_commit, package_versions
+
+    return {
+        "platform": platform.platform(),
+        "processor": _cpu_name(),
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "packages": package_versions(),
+        "git_commit": git_commit(),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def update_leaderboard(
+    lb_dir: Path,
+    reports_dir: Path,
+    work: Path,
+    names: list[str],
+    methods: list[str] | None,
+    progress: bool = True,
+) -> Tolerances:
+    """Run seeds ``SPREAD_SEEDS`` of every entry in ``work`` (resumable), write the seed-0
+    records and ``tolerances.yaml`` into ``lb_dir`` and the report into ``reports_dir``."""
+    from dmlbench.data import load_data
+    from dmlbench.records import load_record
+
+    old = load_tolerances(lb_dir)
+    protocols_out = dict(old.protocols) if old else {}
+    protocols = {n: leaderboard_protocol(n) for n in names}
+    chosen = _select(
+        names, methods, {n: [UNTRAINED, *leaderboard_methods(p)] for n, p in protocols.items()}
+    )
+    for n, protocol in protocols.items():
+        fingerprint = load_data(protocol).fingerprint
+        prev = protocols_out.get(n)
+        same = prev is not None and (prev.hash, prev.data_fingerprint) == (
+            protocol.hash,
+            fingerprint,
+        )
+        if methods is not None and not same:
+            raise DmlbenchError(
+                f"{n}: the protocol or data changed since the leaderboard was "
+                f"made; regenerate all of it: dmlbench check --update --protocol {n}"
+            )
+        spreads = dict(prev.methods) if same and methods is not None and prev else {}
+        seed0: list[Record] = []
+        for i, m in enumerate(chosen[n], 1):
+            start = time.perf_counter()
+            paths = [record_path(work, n, protocol.hash, m, s) for s in SPREAD_SEEDS]
+            stale = any(
+                p.is_file() and load_record(p).hparams != expected_hparams(m) for p in paths
+            )
+            records = _run_one(protocol, m, list(SPREAD_SEEDS), work, progress, force=stale)
+            by_seed = {r.seed: r for r in records}
+            seed0.append(by_seed[SEED])
+            spreads[m] = {
+                metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
+                for metric in by_seed[SEED].metrics
+            }
+            print(
+                f"[{i:2}/{len(chosen[n])}] {n} {m:22} {time.perf_counter() - start:6.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
+            shutil.rmtree(lb_dir / n, ignore_errors=True)
+        for r in seed0:
+            save_record(r, record_path(lb_dir, n, protocol.hash, r.method, SEED))
+        protocols_out[n] = ProtocolTolerances(
+            hash=protocol.hash, data_fingerprint=fingerprint, methods=spreads
+        )
+    tolerances = Tolerances(
+        seeds=list(SPREAD_SEEDS),
+        k=K,
+        floor=FLOOR,
+        rule="tolerance = k * std (sample std over the seeds, ddof=1); floor only when std == 0",
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        machine=machine(),
+        hparams=LEADERBOARD_HPARAMS,
+        protocols=protocols_out,
+    )
+    header = (
+        "# Tolerances of the embedded leaderboard (dmlbench check). Generated by\n"
+        "# `dmlbench check --update`; do not edit by hand.\n"
+    )
+    body = yaml.safe_dump(tolerances.model_dump(mode="json"), sort_keys=False)
+    atomic_write_text(lb_dir / TOLERANCES, header + body)
+    write_report(lb_dir, reports_dir)
+    return tolerances
+
+
+def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
+    """``dmlbench report`` of the leaderboard; stale files of earlier hashes are removed."""
+    from dmlbench.report.build import build_reports
+
+    records, _ = load_records(lb_dir)
+    written = build_reports(records, reports_dir)
+    keep = {p.resolve() for p in written}
+    for p in reports_dir.glob("*"):
+        if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(LEADERBOARD)):
+            p.unlink()
+    return written
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    lb_dir = Path(args.leaderboard_dir)
+    names = [args.protocol] if args.protocol else None
+    start, load = time.perf_counter(), os.getloadavg()[0]
+    if args.update:
+        work = Path(args.work_dir) if args.work_dir else _default_work_dir()
+        update_leaderboard(
+            lb_dir,
+            Path(args.reports_dir),
+            work,
+            names or list(LEADERBOARD),
+            args.method,
+            progress=not args.no_progress,
+        )
+        print(f"written: {lb_dir / TOLERANCES}, the seed-{SEED} records and {args.reports_dir}")
+        failed: list[Row] = []
+    else:
+        rows = run_check(lb_dir, names, args.method, progress=not args.no_progress)
+        print(format_rows(rows))
+        failed = [r for r in rows if not r.ok]
+        if failed:
+            moved = "; ".join(
+                f"{r.protocol}/{r.method} {r.metric} ({r.diff:+.4f}, tolerance {r.tolerance:.4f})"
+                for r in failed
+            )
+            print(
+                f"check FAILED: {len(failed)} of {len(rows)} metrics moved more than their "
+                f"tolerance: {moved}"
+            )
+        else:
+            print(f"check passed: {len(rows)} metrics within tolerance")
+    wall = time.perf_counter() - start
+    print(
+        f"total wall time {wall // 60:.0f} min {wall % 60:04.1f} s "
+        f"(load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at end, "
+        f"{os.cpu_count()} CPUs)"
+    )
+    return 1 if failed else 0
+
+
+def _default_work_dir() -> Path:
+    from dmlbench.data.base import cache_dir
+
+    return cache_dir() / "leaderboard-runs"
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="re-run the embedded leaderboard and fail when a metric moved",
+        description="Re-run seed 0 of every committed leaderboard entry (glyphs-mini and "
+        "poses-mini, paper-default hyper-parameters) in a temporary folder, print a diff table "
+        "and exit 1 when a metric moved more than its tolerance (k × the std over seeds 0-2, "
+        f"k = {K:g}, stored in {TOLERANCES}). Exit 2 when the shipped protocol or the data "
+        "changed since the leaderboard was made. --update regenerates the leaderboard.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--protocol",
+        choices=sorted(LEADERBOARD),
+        default=None,
+        help="only this protocol (default: both)",
+    )
+    p.add_argument(
+        "--method",
+        type=_csv,
+        default=None,
+        help="comma-separated subset of entries, e.g. contrastive,untrained",
+    )
+    p.add_argument(
+        "--leaderboard-dir",
+        default="results/leaderboard",
+        help="committed leaderboard (default: results/leaderboard)",
+    )
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="regenerate instead of checking: run seeds 0,1,2, write the seed-0 "
+        f"records, {TOLERANCES} and the report (slow: about 3 checks)",
+    )
+    p.add_argument(
+        "--reports-dir",
+        default="reports/leaderboard",
+        help="with --update: where the report goes (default: reports/leaderboard)",
+    )
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="with --update: records of all seeds, reused when the update is "
+        "interrupted (default: $DMLBENCH_CACHE/leaderboard-runs)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
+    p.set_defaults(func=cmd_check)

@@ -1,0 +1,117 @@
+"""``dmlbench search``: join or inspect a tuning study without running the final runs.
+
+``dmlbench run`` tunes and then retrains; this command is for the other machines of a
+distributed search (``dmlbench search --protocol P --method M --storage postgresql://…`` on
+each of them) and for looking at a study (``--status``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dmlbench.errors import DmlbenchError
+
+EPILOG = """examples:
+  dmlbench search --protocol glyphs-mini --method contrastive --trials 8 --workers 2
+  dmlbench search --protocol glyphs-mini --method contrastive --storage postgresql://u@db/optuna
+  dmlbench search --protocol glyphs-mini --method contrastive,multi-similarity --status
+"""
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from dmlbench.cli_options import apply_budget, search_options
+    from dmlbench.methods import METHODS, load_plugins
+    from dmlbench.protocol import load_protocol
+    from dmlbench.runner import RunOptions
+
+    load_plugins(args.plugin)
+    protocol = apply_budget(load_protocol(args.protocol), args)
+    if protocol.search.trials == 0:
+        raise DmlbenchError(f"protocol {protocol.name} has no tuning budget (search.trials: 0)")
+    methods = args.method if args.method is not None else list(protocol.methods)
+    for name in methods:
+        METHODS.get(name)
+    overrides: dict[str, Any] = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    run = RunOptions(
+        results_dir=Path(args.results_dir),
+        data_root=args.data_root,
+        device=args.device,
+        max_steps=args.max_steps,
+        progress=not args.no_progress,
+        overrides=overrides,
+        search=search_options(args),
+    )
+    if args.status:
+        return _status(protocol, methods, run)
+    from dmlbench.data import load_data
+    from dmlbench.search import tune
+
+    data = load_data(protocol, run.data_root)
+    for name in methods:
+        sel = tune(protocol, name, data.train, data.fingerprint, run, run.search)
+        print(
+            f"{name}: best trial {sel.trial} of {sel.trials}, {sel.metric} {sel.value:.4f}, "
+            f"epochs {sel.epochs}, {sel.hparams}"
+        )
+    return 0
+
+
+def _status(protocol: Any, methods: list[str], run: Any) -> int:
+    import optuna
+
+    from dmlbench.search import count_trials, open_storage, storage_url, study_name
+    from dmlbench.search_worker import quiet_optuna
+
+    quiet_optuna()
+    url = storage_url(run.search, run.results_dir)
+    storage = open_storage(url, run.search)
+    known = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    print(f"protocol {protocol.name} ({protocol.short_hash}), budget {protocol.search.trials}")
+    for name in methods:
+        study = study_name(protocol, name, run.overrides)
+        if study not in known:
+            print(f"{name:22} not started")
+            continue
+        s = optuna.load_study(study_name=study, storage=storage)
+        states: dict[str, int] = {}
+        for t in s.trials:
+            states[t.state.name.lower()] = states.get(t.state.name.lower(), 0) + 1
+        counts = count_trials(s)
+        done = [t for t in s.trials if t.value is not None and t.state.name == "COMPLETE"]
+        best = max(done, key=lambda t: t.value or 0.0) if done else None
+        tail = f"best {best.value:.4f} (trial {best.number})" if best else "no complete trial"
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        print(f"{name:22} {counts.finished}/{protocol.search.trials} finished ({detail}); {tail}")
+    return 0
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_parser(subparsers: Any) -> None:
+    from dmlbench.cli_options import add_budget_options
+
+    p = subparsers.add_parser(
+        "search",
+        help="tune methods (join a distributed study) or show a study's status",
+        description="Run search trials for each method until the protocol's budget is "
+        "finished, without the final runs (`dmlbench run` does both). Several processes and "
+        "machines may run this against one storage: trials are claimed under a lock, a killed "
+        "worker's trial is retried.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--protocol", default="glyphs-mini", help="protocol name or YAML file")
+    p.add_argument("--method", type=_csv, default=None, help="comma-separated methods")
+    p.add_argument("--results-dir", default="results", help="trial records (default: results)")
+    p.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
+    p.add_argument("--max-steps", type=int, default=None, help="smoke tests (own study)")
+    p.add_argument("--status", action="store_true", help="print each study's state and exit")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE")
+    p.add_argument("--no-progress", action="store_true", help="one line per trial only")
+    add_budget_options(p)
+    p.set_defaults(func=cmd_search)

@@ -1,0 +1,338 @@
+"""A search worker: claim a trial, train it on the training folds, score it on validation.
+
+Workers are interchangeable: the one inside ``dmlbench run``, the extra processes of
+``--workers N`` and ``dmlbench search`` on other machines all run :func:`run_worker` against
+the same study. See :mod:`dmlbench.search` for the budget rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing as mp
+import os
+import shlex
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dmlbench.checkpoint import TrainingInterrupted
+from dmlbench.data.base import Split
+from dmlbench.errors import NonFiniteLossError
+from dmlbench.methods import METHODS, create_method
+from dmlbench.protocol import MetricsSpec, Protocol
+from dmlbench.search import (
+    SearchOptions,
+    _reap_local_dead,
+    claim_lock,
+    count_trials,
+    make_pruner,
+    objective_metric,
+    open_storage,
+    study_name,
+    validation_folds,
+    validation_metrics,
+)
+
+if TYPE_CHECKING:
+    import optuna
+    from torch import nn
+
+    from dmlbench.runner import RunOptions
+
+log = logging.getLogger(__name__)
+
+
+def run_worker(
+    protocol: Protocol,
+    method: str,
+    train_split: Split,
+    fingerprint: str,
+    run: RunOptions,
+    options: SearchOptions,
+    url: str,
+    index: int = 0,
+) -> int:
+    """Claim and run trials until the study's budget is finished; returns how many ran here.
+
+    A worker with nothing left to claim waits while other workers' trials are running: if one
+    of them dies, its trial is re-queued and this worker takes it over.
+    """
+    import optuna
+
+    quiet_optuna()
+    storage = open_storage(url, options)
+    name = study_name(protocol, method, run.overrides)
+    budget = protocol.search.trials
+    n_startup = min(10, max(2, budget // 2))
+    seed = protocol.seeds[0] + 1000 * index  # different proposals per worker, same history
+    sampler = (
+        optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
+        if protocol.search.sampler == "tpe"
+        else optuna.samplers.RandomSampler(seed=seed)
+    )
+    study = optuna.load_study(
+        study_name=name, storage=storage, sampler=sampler, pruner=make_pruner(protocol)
+    )
+    ran = 0
+    while True:
+        with claim_lock(storage, url, name):
+            optuna.storages.fail_stale_trials(study)
+            _reap_local_dead(study)
+            counts = count_trials(study)
+            if counts.finished >= budget:
+                return ran
+            trial = None
+            if counts.waiting or counts.finished + counts.active < budget:
+                trial = study.ask()
+                trial.set_user_attr("host", socket.gethostname())
+                trial.set_user_attr("pid", os.getpid())
+                storage.record_heartbeat(trial._trial_id)
+        if trial is None:
+            time.sleep(min(options.heartbeat, 2))
+            continue
+        with _heartbeat(storage, trial._trial_id, options.heartbeat):
+            line = _run_trial(study, trial, protocol, method, train_split, fingerprint, run)
+        ran += 1
+        if run.progress:
+            print(f"  {method} trial {trial.number} ({counts.finished + 1}/{budget}): {line}",
+                  file=sys.stderr)  # fmt: skip
+
+
+def quiet_optuna() -> None:
+    """Our own one line per trial replaces Optuna's log; its API notes are not for users."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+
+
+@contextmanager
+def _heartbeat(storage: Any, trial_id: int, interval: int) -> Iterator[None]:
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            try:
+                storage.record_heartbeat(trial_id)
+            except Exception as err:  # a lost heartbeat only risks a spurious retry
+                log.warning("heartbeat of trial id %d failed: %s", trial_id, err)
+
+    thread = threading.Thread(target=beat, daemon=True, name="dmlbench-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _run_trial(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    protocol: Protocol,
+    method: str,
+    train_split: Split,
+    fingerprint: str,
+    run: RunOptions,
+) -> str:
+    """Train on every fold, report per-epoch validation scores, tell the study, write a record.
+
+    Returns a one-line summary for the progress output.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    from dmlbench.train import resolve_device, train
+
+    start = time.perf_counter()
+    seed = protocol.seeds[0]
+    metric = objective_metric(protocol, train_split.label_kind)
+    spec = validation_metrics(protocol, metric)
+    v = protocol.search.validation
+    folds = validation_folds(train_split, v.folds, v.fraction, seed)
+    device = resolve_device(run.device)
+    hparams = METHODS.get(method).search_space(trial)
+    trial.set_user_attr("hparams", hparams)
+    curve: list[dict[str, float]] = []
+    scores: list[list[float]] = []
+    steps, train_seconds = 0, 0.0
+    state, value, reason = TrialState.COMPLETE, math.nan, ""
+    try:
+        for f, (tr_idx, va_idx) in enumerate(folds):
+            tr, va = train_split.subset(tr_idx), train_split.subset(va_idx)
+            fold_scores: list[float] = []
+            scores.append(fold_scores)
+
+            def hook(epoch: int, model: nn.Module, f: int = f, va: Split = va) -> dict[str, float]:
+                score = _score(model, va, spec, metric, device, seed)
+                scores[f].append(score)
+                curve.append({"fold": float(f), "epoch": float(epoch), f"val_{metric}": score})
+                trial.report(score, f * protocol.optim.epochs + epoch)
+                if trial.should_prune():
+                    raise optuna.TrialPruned(f"pruned after fold {f} epoch {epoch}")
+                return {f"val_{metric}": score}
+
+            result = train(
+                protocol,
+                create_method(method, hparams, tr.num_classes, protocol.model.embedding_size),
+                tr,
+                seed,
+                device=device,
+                max_steps=run.max_steps,
+                on_epoch_end=hook,
+                progress=run.progress,
+                accel=run.accel,
+            )
+            steps, train_seconds = steps + result.steps, train_seconds + result.train_seconds
+            if not fold_scores:  # --max-steps ended training inside the first epoch
+                fold_scores.append(_score(result.model, va, spec, metric, device, seed))
+                curve.append({"fold": float(f), "epoch": 0.0, f"val_{metric}": fold_scores[0]})
+        n = min(len(s) for s in scores)
+        mean_curve = np.mean([s[:n] for s in scores], axis=0)
+        best_epoch = int(np.argmax(mean_curve))
+        value = float(mean_curve[best_epoch])
+        trial.set_user_attr("best_epoch", best_epoch)
+        study.tell(trial, value)
+    except optuna.TrialPruned:
+        state = TrialState.PRUNED
+        value = scores[-1][-1] if scores and scores[-1] else math.nan
+        study.tell(trial, state=TrialState.PRUNED)
+    except NonFiniteLossError as err:
+        state, reason = TrialState.FAIL, str(err)
+        trial.set_user_attr("fail_reason", reason)
+        study.tell(trial, state=TrialState.FAIL)
+        log.warning("trial %d of %s failed: %s; the study goes on", trial.number, method, err)
+    except (TrainingInterrupted, KeyboardInterrupt):
+        trial.set_user_attr("interrupted", True)
+        study.tell(trial, state=TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        raise
+    except Exception as err:  # a setting that cannot run (batch needs more classes than a
+        # fold has, out of memory...): that trial fails with its reason, the study goes on
+        state, reason = TrialState.FAIL, f"{type(err).__name__}: {err}"
+        trial.set_user_attr("fail_reason", reason)
+        study.tell(trial, state=TrialState.FAIL)
+        log.exception("trial %d of %s failed; the study goes on", trial.number, method)
+    _write_trial_record(
+        protocol, method, trial, hparams, fingerprint, run, metric, value, curve,
+        {"state": state.name.lower(), "study": study.study_name, "reason": reason},
+        steps, train_seconds, time.perf_counter() - start,
+    )  # fmt: skip
+    if state == TrialState.FAIL:
+        return f"failed: {reason}"
+    return f"{metric} {value:.4f}" + (" (pruned)" if state == TrialState.PRUNED else "")
+
+
+def _score(
+    model: nn.Module, split: Split, spec: MetricsSpec, metric: str, device: Any, seed: int
+) -> float:
+    from dmlbench.evaluate import evaluate
+    from dmlbench.evaluate_continuous import evaluate_continuous
+    from dmlbench.train import embed
+
+    emb = embed(model, split, device)
+    if split.label_kind == "continuous":
+        return float(evaluate_continuous(emb, split, spec)[metric])
+    return float(evaluate(emb, split.labels, spec, seed=seed).get(metric, 0.0))
+
+
+def _write_trial_record(
+    protocol: Protocol,
+    method: str,
+    trial: optuna.Trial,
+    hparams: dict[str, Any],
+    fingerprint: str,
+    run: RunOptions,
+    metric: str,
+    value: float,
+    curve: list[dict[str, float]],
+    search: dict[str, Any],
+    steps: int,
+    train_seconds: float,
+    wall_seconds: float,
+) -> None:
+    from dmlbench.records import ProtocolRef, Record, Timings, environment, record_path, save_record
+
+    record = Record(
+        protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
+        data_fingerprint=fingerprint,
+        method=method,
+        hparams=hparams,
+        seed=protocol.seeds[0],
+        stage="search-trial",
+        trial=trial.number,
+        metrics={} if math.isnan(value) else {f"val_{metric}": value},
+        curve=curve,
+        overrides=run.overrides,
+        search=search,
+        timings=Timings(wall_seconds=wall_seconds, train_seconds=train_seconds, steps=steps),
+        env=environment(run.device),
+        command=shlex.join(sys.argv),
+    )
+    path = record_path(
+        run.results_dir, protocol.name, protocol.hash, method, record.seed,
+        "search-trial", run.overrides, trial=trial.number,
+    )  # fmt: skip
+    save_record(record, path)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def spawn_workers(
+    protocol: Protocol, method: str, run: RunOptions, options: SearchOptions, url: str, n: int
+) -> list[Any]:
+    """Start ``n`` extra worker processes on this machine (spawned: no forked torch state)."""
+    ctx = mp.get_context("spawn")
+    procs = []
+    for index in range(1, n + 1):
+        p = ctx.Process(
+            target=_child,
+            args=(protocol.model_dump(mode="json"), method, run, options, url, index),
+            name=f"dmlbench-search-{index}",
+        )
+        p.start()
+        procs.append(p)
+    return procs
+
+
+def threads_per_worker(workers: int) -> int:
+    return max(1, (os.cpu_count() or 1) // max(workers, 1))
+
+
+def _child(
+    raw: dict[str, Any],
+    method: str,
+    run: RunOptions,
+    options: SearchOptions,
+    url: str,
+    index: int,
+) -> None:
+    import torch
+
+    from dmlbench.data import load_data
+    from dmlbench.methods import load_plugins
+    from dmlbench.protocol import validate_protocol
+
+    torch.set_num_threads(threads_per_worker(options.workers))
+    try:
+        load_plugins(options.plugins)
+        protocol = validate_protocol(raw, source=f"search worker {index}")
+        data = load_data(protocol, run.data_root)
+        run_worker(
+            protocol, method, data.train, data.fingerprint,
+            replace(run, progress=False), options, url, index,
+        )  # fmt: skip
+    except (TrainingInterrupted, KeyboardInterrupt):
+        sys.exit(130)
