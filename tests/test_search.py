@@ -1,0 +1,253 @@
+"""Equal-budget search: validation carving, defaults first, budget, no test image, NaN trials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+import pytest
+import torch
+from torch import nn
+
+from dmlbench.data.base import ArrayImages, DataSplits, Split
+from dmlbench.methods import METHODS, Method
+from dmlbench.protocol import load_protocol
+from dmlbench.records import load_records
+from dmlbench.runner import RunOptions, run_protocol
+from dmlbench.search import (
+    SearchOptions,
+    count_trials,
+    objective_metric,
+    open_study,
+    selection,
+    study_name,
+    tune,
+    validation_folds,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def tiny(trials: int = 3, **extra: Any) -> Any:
+    """60 glyph classes (30 train: 22 fit + 8 validation), 2 epochs: seconds per trial."""
+    return load_protocol("glyphs-mini").with_overrides(
+        {
+            "data.params.num_classes": 60,
+            "optim.epochs": 2,
+            "batch.size": 32,
+            "search.trials": trials,
+            "seeds": [0],
+            **extra,
+        },
+        name="glyphs-search-test",
+    )
+
+
+def _split(labels: np.ndarray, kind: str = "class", **extras: Any) -> Split:
+    images = ArrayImages(np.zeros((len(labels), 1, 2, 2), dtype=np.uint8))
+    return Split(images, labels, label_kind=kind, extras=dict(extras))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def test_single_holdout_is_class_disjoint_and_sized_by_fraction() -> None:
+    split = _split(np.repeat(np.arange(40), 3))
+    [(tr, va)] = validation_folds(split, folds=1, fraction=0.25, seed=0)
+    assert set(split.labels[tr]).isdisjoint(split.labels[va])
+    assert len(np.unique(split.labels[va])) == 10
+    assert sorted(np.concatenate([tr, va])) == list(range(120))
+
+
+def test_k_folds_partition_the_classes() -> None:
+    split = _split(np.repeat(np.arange(12), 2))
+    folds = validation_folds(split, folds=4, fraction=0.25, seed=1)
+    held = [set(split.labels[va]) for _, va in folds]
+    assert len(folds) == 4 and all(len(h) == 3 for h in held)
+    assert set().union(*held) == set(range(12))
+    for tr, va in folds:
+        assert set(split.labels[tr]).isdisjoint(split.labels[va])
+
+
+def test_folds_depend_on_the_seed_only() -> None:
+    split = _split(np.repeat(np.arange(20), 2))
+    a = validation_folds(split, 1, 0.3, seed=3)[0][1]
+    b = validation_folds(split, 1, 0.3, seed=3)[0][1]
+    c = validation_folds(split, 1, 0.3, seed=4)[0][1]
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_continuous_labels_hold_out_whole_groups_and_keep_extras() -> None:
+    groups = np.repeat(np.arange(10), 4)
+    split = _split(np.random.default_rng(0).normal(size=(40, 3)), "continuous",
+                   groups=groups, label_distance="pose")  # fmt: skip
+    [(tr, va)] = validation_folds(split, 1, 0.2, seed=0)
+    assert set(groups[tr]).isdisjoint(groups[va])
+    sub = split.subset(va)
+    assert sub.extras["label_distance"] == "pose"  # not a silent fallback to Euclidean
+    assert np.array_equal(sub.extras["groups"], groups[va])
+
+
+def test_too_few_classes_to_search_is_a_clear_error() -> None:
+    with pytest.raises(Exception, match="too small to search"):
+        validation_folds(_split(np.array([0, 0, 1, 1])), 1, 0.5, seed=0)
+
+
+def test_objective_is_recall_at_first_k_or_largest_ndcg() -> None:
+    assert objective_metric(load_protocol("glyphs-mini"), "class") == "recall@1"
+    assert objective_metric(load_protocol("poses-mini"), "continuous") == "ndcg@10"
+
+
+# --------------------------------------------------------------------------- the study
+
+
+@pytest.mark.parametrize("method", METHODS.list())
+def test_paper_defaults_are_the_first_trial(method: str) -> None:
+    cls = METHODS.get(method)
+    protocol = tiny()
+    study = open_study(protocol, method, optuna.storages.InMemoryStorage(), "s")
+    first = study.ask()
+    hparams = cls.search_space(first)
+    expected = {**cls.defaults, "samples_per_class": cls.samples_per_class}
+    for key, value in hparams.items():
+        assert value == pytest.approx(expected[key]), key
+    assert first.user_attrs.get("defaults") is True
+
+
+def test_study_names_separate_protocols_and_smoke_runs() -> None:
+    a, b = tiny(3), tiny(4)
+    assert study_name(a, "contrastive", {}) != study_name(b, "contrastive", {})
+    assert study_name(a, "contrastive", {}) != study_name(a, "contrastive", {"max_steps": 2})
+
+
+class _Tripwire(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Counts every access to the test images."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.reads = inner, 0
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i: int) -> Any:
+        self.reads += 1
+        return self.inner[i]
+
+
+def test_search_never_reads_a_test_image_and_finals_use_the_selection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dmlbench.runner as runner
+    import dmlbench.search as search
+
+    protocol = tiny(trials=3)
+    real_load, real_tune = runner.load_data, search.tune
+    wire: list[_Tripwire] = []
+
+    def load(p: Any, root: Any = None) -> DataSplits:
+        data = real_load(p, root)
+        wire.append(_Tripwire(data.test.images))
+        data.test.images = wire[0]
+        return data
+
+    def checked_tune(*args: Any, **kwargs: Any) -> Any:
+        out = real_tune(*args, **kwargs)
+        assert wire[0].reads == 0, "a search trial read a test image"
+        return out
+
+    monkeypatch.setattr(runner, "load_data", load)
+    monkeypatch.setattr(search, "tune", checked_tune)
+    records = run_protocol(
+        protocol, ["contrastive"], [0], RunOptions(results_dir=tmp_path, progress=False)
+    )
+    assert wire[0].reads > 0  # the final evaluation does read them: the tripwire works
+    final = next(r for r in records if r.method == "contrastive")
+    trials = [r for r in load_records(tmp_path)[0] if r.stage == "search-trial"]
+    assert sorted(r.trial for r in trials) == [0, 1, 2]
+    assert final.search["trials"] == 3 and final.search["metric"] == "recall@1"
+    best = max((r for r in trials if r.search["state"] == "complete"),
+               key=lambda r: r.metrics["val_recall@1"])  # fmt: skip
+    assert final.search["trial"] == best.trial
+    assert final.hparams == {**METHODS.get("contrastive").defaults, **best.hparams}
+    assert len(final.curve) == final.search["epochs"]  # trained to the best validation epoch
+
+
+class _Explodes(nn.Module):
+    def __init__(self, explode: bool) -> None:
+        super().__init__()
+        self.explode = explode
+
+    def forward(self, emb: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        loss = (emb[:, 0] - labels.float() / 100).pow(2).mean()
+        return loss * float("nan") if self.explode else loss
+
+
+class ExplodingMethod(Method):
+    name = "explodes-test"
+    paper = "test double"
+    defaults = {"explode": True}
+
+    def build_loss(self) -> nn.Module:
+        return _Explodes(bool(self.hparams["explode"]))
+
+    @classmethod
+    def search_space(cls, trial: Any) -> dict[str, Any]:
+        return {"explode": trial.suggest_categorical("explode", [True, False])}
+
+
+def test_a_nan_trial_fails_with_its_reason_and_the_study_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dmlbench.data import load_data
+
+    monkeypatch.setitem(METHODS._items, "explodes-test", ExplodingMethod)
+    protocol = tiny(trials=4)
+    data = load_data(protocol)
+    run = RunOptions(results_dir=tmp_path, progress=False)
+    sel = tune(protocol, "explodes-test", data.train, data.fingerprint, run, SearchOptions())
+    study = optuna.load_study(study_name=sel.study, storage=f"sqlite:///{tmp_path}/optuna.db")
+    first = study.trials[0]
+    assert first.state.name == "FAIL"
+    assert first.user_attrs["fail_reason"].startswith("non-finite loss at step 0")
+    assert count_trials(study).finished == 4  # the failed trial spent budget
+    assert sel.hparams == {"explode": False}
+    records, _ = load_records(tmp_path)
+    failed = [r for r in records if r.trial == 0]
+    assert failed[0].search["state"] == "fail" and not failed[0].metrics
+    assert not [r for r in records if r.stage == "final"]  # a trial never writes a final
+
+
+def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dmlbench.train as train_module
+    from dmlbench.data import load_data
+
+    protocol = tiny(trials=3)
+    data = load_data(protocol)
+    run = RunOptions(results_dir=tmp_path, progress=False)
+    real_train, calls = train_module.train, []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+    storage = f"sqlite:///{tmp_path}/optuna.db"
+    name = study_name(protocol, "contrastive", {})
+    study = optuna.load_study(study_name=name, storage=storage)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "WAITING"]
+    assert count_trials(study).finished == 1
+
+    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+    study = optuna.load_study(study_name=name, storage=storage)
+    assert count_trials(study).finished == 3 and sel.trials == 3
+    assert study.trials[2].params == study.trials[1].params  # the interrupted one, retried
+    assert len(study.trials) == 4  # nothing ran twice, nothing was lost
+    assert selection(study, "recall@1") == sel
