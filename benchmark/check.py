@@ -170,7 +170,7 @@ def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Reco
         raise DmlbenchError(problems[0])
     board: dict[str, dict[str, Record]] = {}
     for r in records:
-        if r.stage == "final" and r.seed == SEED and not r.overrides:
+        if r.stage == "final" and r.seed == SEED and set(r.overrides) <= {"hparams"}:
             board.setdefault(r.protocol.name, {})[r.method] = r
     return tolerances, board
 
@@ -216,28 +216,36 @@ def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread
     return rows
 
 
-def _run_one(
-    protocol: Any, method: str, seeds: list[int], work: Path, progress: bool, force: bool = False
+def leaderboard_overrides(method: str) -> dict[str, Any]:
+    """The overrides the runner records for an entry: only hand-set hyper-parameters."""
+    return {"hparams": LEADERBOARD_HPARAMS[method]} if method in LEADERBOARD_HPARAMS else {}
+
+
+def _run(
+    protocol: Any,
+    method: str,
+    seeds: list[int],
+    work: Path,
+    progress: bool,
+    hparams: dict[str, Any] | None = None,
+    force: bool = False,
 ) -> list[Record]:
-    """Run one entry (and the untrained row, reused once on disk); records in seed order."""
+    """Run one entry (and the untrained row, reused once on disk); its records in seed order.
+
+    Only ``LEADERBOARD_HPARAMS`` (or ``hparams``) are passed, so every other method runs its
+    defaults exactly as ``dmlbench run`` does, with no override in its record.
+    """
     from dmlbench.runner import RunOptions, run_protocol
 
-    hparams = {method: LEADERBOARD_HPARAMS.get(method, {})}
-    trained = [] if method == UNTRAINED else [method]
-    options = RunOptions(results_dir=work, progress=progress, hparams=hparams, force=force)
-    records = run_protocol(protocol, trained, seeds, options)
-    return [r for r in records if r.method == method]
-
-
-def _rerun(protocol: Any, committed: Record, work: Path, progress: bool) -> Record:
-    from dmlbench.runner import RunOptions, run_protocol
-
-    trained = [] if committed.method == UNTRAINED else [committed.method]
+    chosen = hparams if hparams is not None else LEADERBOARD_HPARAMS.get(method)
     options = RunOptions(
-        results_dir=work, progress=progress, hparams={committed.method: committed.hparams}
+        results_dir=work,
+        progress=progress,
+        hparams={method: chosen} if chosen else {},
+        force=force,
     )
-    records = run_protocol(protocol, trained, [committed.seed], options)
-    return next(r for r in records if r.method == committed.method)
+    trained = [] if method == UNTRAINED else [method]
+    return [r for r in run_protocol(protocol, trained, seeds, options) if r.method == method]
 
 
 def _select(
@@ -271,9 +279,9 @@ def run_check(
         for m in chosen[n]:
             if board[n][m].hparams != expected_hparams(m):
                 print(
-                    f"warning: {n}/{m}: hyper-parameters differ from the method's defaults "
-                    "(+ LEADERBOARD_HPARAMS); checking the committed ones; "
-                    "regenerate if the change is deliberate",
+                    f"warning: {n}/{m}: the committed hyper-parameters differ from the "
+                    "method's defaults (+ LEADERBOARD_HPARAMS); re-running the committed ones; "
+                    "regenerate the leaderboard if the change is deliberate",
                     file=sys.stderr,
                 )
         for m in sorted(set(leaderboard_methods(protocols[n])) - set(board[n])):
@@ -286,7 +294,16 @@ def run_check(
             for m in chosen[n]:
                 done += 1
                 start = time.perf_counter()
-                now = _rerun(protocols[n], board[n][m], Path(tmp), progress)
+                old = board[n][m]
+                same = old.hparams == expected_hparams(m)
+                [now] = _run(
+                    protocols[n],
+                    m,
+                    [old.seed],
+                    Path(tmp),
+                    progress,
+                    hparams=None if same else old.hparams,
+                )
                 new = compare(n, board[n][m], now, tolerances.protocols[n].methods.get(m, {}))
                 rows += new
                 bad = [r.metric for r in new if not r.ok]
@@ -386,11 +403,14 @@ def update_leaderboard(
         seed0: list[Record] = []
         for i, m in enumerate(chosen[n], 1):
             start = time.perf_counter()
-            paths = [record_path(work, n, protocol.hash, m, s) for s in SPREAD_SEEDS]
+            paths = [
+                record_path(work, n, protocol.hash, m, s, "final", leaderboard_overrides(m))
+                for s in SPREAD_SEEDS
+            ]
             stale = any(
                 p.is_file() and load_record(p).hparams != expected_hparams(m) for p in paths
             )
-            records = _run_one(protocol, m, list(SPREAD_SEEDS), work, progress, force=stale)
+            records = _run(protocol, m, list(SPREAD_SEEDS), work, progress, force=stale)
             by_seed = {r.seed: r for r in records}
             seed0.append(by_seed[SEED])
             spreads[m] = {
@@ -405,7 +425,8 @@ def update_leaderboard(
         if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
             shutil.rmtree(lb_dir / n, ignore_errors=True)
         for r in seed0:
-            save_record(r, record_path(lb_dir, n, protocol.hash, r.method, SEED))
+            path = record_path(lb_dir, n, protocol.hash, r.method, SEED, "final", r.overrides)
+            save_record(r, path)
         protocols_out[n] = ProtocolTolerances(
             hash=protocol.hash, data_fingerprint=fingerprint, methods=spreads
         )

@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -137,6 +138,17 @@ def validation_folds(
 # --------------------------------------------------------------------------- storage
 
 
+def quiet_optuna() -> None:
+    """Our own one line per trial replaces Optuna's log; its API notes are not for users."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+
+
 def study_name(protocol: Protocol, method: str, overrides: dict[str, Any]) -> str:
     name = f"{protocol.name}-{protocol.hash[:16]}-{method}"
     if overrides:
@@ -160,21 +172,32 @@ def storage_url(options: SearchOptions, results_dir: Path) -> str:
 def open_storage(url: str, options: SearchOptions) -> optuna.storages.RDBStorage:
     import optuna
 
+    quiet_optuna()
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    try:
-        return optuna.storages.RDBStorage(
-            url,
-            engine_kwargs=engine_kwargs,
-            heartbeat_interval=options.heartbeat,
-            grace_period=4 * options.heartbeat,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                max_retry=options.max_retry
-            ),
-        )
-    except ImportError as err:
-        raise SearchError(f"storage {url}: {err} (PostgreSQL needs psycopg2-binary)") from err
-    except Exception as err:  # sqlalchemy's OperationalError etc.: say which URL failed
-        raise SearchError(f"storage {url}: {type(err).__name__}: {err}".splitlines()[0]) from err
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=options.heartbeat,
+                grace_period=4 * options.heartbeat,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                    max_retry=options.max_retry
+                ),
+            )
+        except ImportError as err:
+            raise SearchError(
+                f"storage {url}: {err} (PostgreSQL needs `pip install dmlbench[postgres]`)"
+            ) from err
+        except Exception as err:  # sqlalchemy errors: say which URL failed
+            # Two workers creating the tables of a fresh database race; the loser retries.
+            if "IntegrityError" in type(err).__name__ and attempt < 4:
+                time.sleep(1.0 + attempt)
+                continue
+            raise SearchError(
+                f"storage {url}: {type(err).__name__}: {err}".splitlines()[0]
+            ) from err
+    raise AssertionError("unreachable")
 
 
 @contextmanager
@@ -258,7 +281,11 @@ def _alive(pid: int) -> bool:
 # --------------------------------------------------------------------------- the study
 
 
-def open_study(protocol: Protocol, method: str, storage: Any, name: str) -> optuna.Study:
+def open_study(
+    protocol: Protocol, method: str, storage: Any, name: str, url: str | None = None
+) -> optuna.Study:
+    """Create or load the study; the first worker enqueues the paper defaults (under the
+    claim lock when ``url`` is given, so two workers starting together enqueue them once)."""
     import optuna
 
     seed = protocol.seeds[0]
@@ -275,6 +302,17 @@ def open_study(protocol: Protocol, method: str, storage: Any, name: str) -> optu
         direction="maximize",
         load_if_exists=True,
     )
+    with claim_lock(storage, url, name) if url else _nothing():
+        _init_study(study, protocol, method, name)
+    return study
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _init_study(study: optuna.Study, protocol: Protocol, method: str, name: str) -> None:
     if not study.get_trials(deepcopy=False):
         cls = METHODS.get(method)
         defaults = {**cls.defaults, "samples_per_class": cls.samples_per_class}
@@ -284,7 +322,6 @@ def open_study(protocol: Protocol, method: str, storage: Any, name: str) -> optu
         study.set_user_attr("budget", protocol.search.trials)
     elif study.user_attrs.get("protocol_hash") not in (None, protocol.hash):
         raise SearchError(f"study {name} belongs to another protocol hash")
-    return study
 
 
 def make_pruner(protocol: Protocol) -> optuna.pruners.BasePruner:
@@ -334,12 +371,12 @@ def tune(
     """
     import torch
 
-    from dmlbench.search_worker import quiet_optuna, run_worker, spawn_workers, threads_per_worker
+    from dmlbench.search_worker import run_worker, spawn_workers, threads_per_worker
 
     quiet_optuna()
     url = storage_url(options, run.results_dir)
     name = study_name(protocol, method, run.overrides)
-    study = open_study(protocol, method, open_storage(url, options), name)
+    study = open_study(protocol, method, open_storage(url, options), name, url)
     procs = spawn_workers(protocol, method, run, options, url, options.workers - 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(threads_per_worker(options.workers) if procs else threads)

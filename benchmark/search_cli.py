@@ -61,8 +61,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _status(protocol: Any, methods: list[str], run: Any) -> int:
     import optuna
 
-    from dmlbench.search import count_trials, open_storage, storage_url, study_name
-    from dmlbench.search_worker import quiet_optuna
+    from dmlbench.search import count_trials, open_storage, quiet_optuna, storage_url, study_name
 
     quiet_optuna()
     url = storage_url(run.search, run.results_dir)

@@ -36,6 +36,7 @@ from dmlbench.search import (
     make_pruner,
     objective_metric,
     open_storage,
+    quiet_optuna,
     study_name,
     validation_folds,
     validation_metrics,
@@ -104,17 +105,6 @@ def run_worker(
         if run.progress:
             print(f"  {method} trial {trial.number} ({counts.finished + 1}/{budget}): {line}",
                   file=sys.stderr)  # fmt: skip
-
-
-def quiet_optuna() -> None:
-    """Our own one line per trial replaces Optuna's log; its API notes are not for users."""
-    import warnings
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
 
 
 @contextmanager

@@ -22,7 +22,12 @@ def tiny_glyphs_protocol():  # type: ignore[no-untyped-def]
     from dmlbench.protocol import load_protocol
 
     return load_protocol("glyphs-mini").with_overrides(
-        {"data.params.num_classes": 40, "optim.epochs": 1, "batch.size": 32},
+        {
+            "data.params.num_classes": 40,
+            "optim.epochs": 1,
+            "batch.size": 32,
+            "search.trials": 0,  # paper defaults: tests of the training path, not tuning
+        },
         name="glyphs-tiny",
     )
 

@@ -84,6 +84,7 @@ def test_run_then_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-unt
         "0",
         "--max-steps",
         "3",
+        "--no-search",
         "--results-dir",
         str(tmp_path / "res"),
         "--reports-dir",

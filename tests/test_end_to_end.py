@@ -17,7 +17,7 @@ from dmlbench.runner import RunOptions, run_protocol
 def test_default_methods_beat_untrained(tmp_path) -> None:  # type: ignore[no-untyped-def]
     base = load_protocol("glyphs-mini")
     protocol = base.with_overrides(
-        {"data.params.num_classes": 200, "optim.epochs": 6}, name="glyphs-e2e"
+        {"data.params.num_classes": 200, "optim.epochs": 6, "search.trials": 0}, name="glyphs-e2e"
     )
     records = run_protocol(
         protocol, list(base.methods), [0], RunOptions(results_dir=tmp_path, progress=False)

@@ -47,6 +47,7 @@ def test_sweep_command_writes_records_tables_and_plot(tmp_path, capsys) -> None:
                 "data.params.test_poses": 2,
                 "data.params.images_per_pose": 16,
                 "data.params.image_size": 32,
+                "search.trials": 0,
             },
             name="poses-tiny",
         )

@@ -125,6 +125,7 @@ def test_run_all_continuous_methods_end_to_end(tmp_path, capsys) -> None:  # typ
             "all",
             "--seed",
             "0",
+            "--no-search",
             "--max-steps",
             "2",
             "--results-dir",

@@ -38,6 +38,7 @@ def cpu_protocol(name: str):  # type: ignore[no-untyped-def]
         "batch.size": 8,
         "batch.samples_per_class": 2,
         "metrics.recall_at": [1, 2],  # the fixtures' galleries hold a handful of images
+        "search.trials": 0,
     }
     return small_images(load_protocol(name).with_overrides(overrides))
 

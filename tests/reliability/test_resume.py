@@ -20,6 +20,7 @@ model: {backbone: small-cnn, embedding_size: 32}
 batch: {size: 32}
 optim: {lr: 0.001, epochs: 4, schedule: cosine}
 metrics: {recall_at: [1, 2], nmi: false}
+search: {trials: 0}
 seeds: [0]
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +252,29 @@ def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
     assert study.trials[2].params == study.trials[1].params  # the interrupted one, retried
     assert len(study.trials) == 4  # nothing ran twice, nothing was lost
     assert selection(study, "recall@1") == sel
+
+
+def test_a_silent_worker_s_trial_is_failed_by_heartbeat_and_retried(tmp_path: Path) -> None:
+    """A worker on another machine stops sending heartbeats: after the grace period (4
+    heartbeats) the next worker fails its trial and re-queues the parameters."""
+    from dmlbench.data import load_data
+    from dmlbench.search import open_storage, storage_url
+
+    protocol = tiny(trials=2, **{"optim.epochs": 1})
+    data = load_data(protocol)
+    options = SearchOptions(heartbeat=1)
+    url = storage_url(options, tmp_path)
+    name = study_name(protocol, "contrastive", {})
+    storage = open_storage(url, options)
+    study = open_study(protocol, "contrastive", storage, name)
+    ghost = study.ask()  # claimed elsewhere, then that machine went silent
+    ghost.set_user_attr("host", "another-machine")
+    storage.record_heartbeat(ghost._trial_id)
+    time.sleep(5)
+    run = RunOptions(results_dir=tmp_path, progress=False)
+    tune(protocol, "contrastive", data.train, data.fingerprint, run, options)
+    study = optuna.load_study(study_name=name, storage=url)
+    assert study.trials[0].state.name == "FAIL"
+    retry = optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history
+    assert [t.number for t in study.trials if 0 in retry(t)] == [1]
+    assert count_trials(study).finished == 2

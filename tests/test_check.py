@@ -1,0 +1,208 @@
+"""dmlbench check: a tiny leaderboard made by --update passes, a moved number fails (exit 1,
+naming method and metric), a changed protocol or data is refused (exit 2), and the committed
+leaderboard matches the shipped protocols."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dmlbench import check
+from dmlbench.cli import build_parser
+from dmlbench.errors import DmlbenchError
+from dmlbench.protocol import load_protocol
+from dmlbench.records import load_record
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = "glyphs-tiny"
+
+
+def tiny_protocol_file(folder: Path, epochs: int = 1) -> Path:
+    """glyphs-mini at 16 classes (8 train, 8 test), one epoch of 8 steps: well under a
+    second per run on a quiet CPU."""
+    protocol = load_protocol("glyphs-mini").with_overrides(
+        {"data.params.num_classes": 16, "optim.epochs": epochs, "batch.size": 16}, name=TINY
+    )
+    path = folder / f"{TINY}-{epochs}.yaml"
+    path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")), encoding="utf-8")
+    return path
+
+
+def run_cli(argv: list[str]) -> int:
+    """``dmlbench check ...`` without the other subcommands (their modules may be in flux)."""
+    import argparse
+
+    from dmlbench.cli import main
+
+    try:
+        build_parser()
+    except Exception:  # another subcommand's module is broken: parse ours alone
+        parser = argparse.ArgumentParser(prog="dmlbench")
+        check.add_parser(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(argv)
+        try:
+            return int(args.func(args))
+        except DmlbenchError as err:
+            print(f"error: {err}", file=__import__("sys").stderr)
+            return 2
+    return main(argv)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A leaderboard of one cheap method + untrained, made by the generator (3 seeds)."""
+    root = tmp_path_factory.mktemp("board")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(root))})
+        mp.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
+        check.update_leaderboard(
+            root / "leaderboard", root / "reports", root / "work", [TINY], None, progress=False
+        )
+        yield root
+
+
+@pytest.fixture
+def board(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the tiny leaderboard, with the check pointed at the tiny protocol."""
+    monkeypatch.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(built))})
+    monkeypatch.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
+    shutil.copytree(built / "leaderboard", tmp_path / "leaderboard")
+    return tmp_path / "leaderboard"
+
+
+def committed_record(board: Path, method: str) -> Path:
+    [path] = board.rglob(f"{method}-seed0-final.json")
+    return path
+
+
+def test_spread_is_k_times_sample_std_with_floor_only_at_zero() -> None:
+    s = check.spread([1.0, 2.0, 3.0], k=3.0, floor=0.01)
+    assert s.std == pytest.approx(1.0) and s.tolerance == pytest.approx(3.0)
+    z = check.spread([0.5, 0.5, 0.5], k=3.0, floor=0.01)
+    assert z.std == 0.0 and z.tolerance == 0.01
+    tiny = check.spread([0.5, 0.5, 0.5001], k=3.0, floor=0.01)
+    assert 0 < tiny.tolerance < 0.01  # the floor is not a minimum, only for zero spread
+
+
+def test_row_fails_on_nan_and_missing_tolerance() -> None:
+    assert check.Row("p", "m", "x", 0.5, 0.52, 0.03).ok
+    assert not check.Row("p", "m", "x", 0.5, 0.54, 0.03).ok
+    assert not check.Row("p", "m", "x", 0.5, math.nan, 0.03).ok
+    assert not check.Row("p", "m", "x", 0.5, 0.5, math.nan).ok
+    assert check.Row("p", "m", "x", math.nan, math.nan, 0.03).ok
+
+
+def test_update_writes_seed0_records_tolerances_and_report(built: Path) -> None:
+    board = built / "leaderboard"
+    records = sorted(p.name for p in board.rglob("*.json"))
+    assert records == ["contrastive-seed0-final.json", "untrained-seed0-final.json"]
+    tol = check.load_tolerances(board)
+    assert tol is not None and tol.seeds == [0, 1, 2] and tol.k == check.K
+    entry = tol.protocols[TINY].methods["contrastive"]
+    record = load_record(committed_record(board, "contrastive"))
+    assert set(entry) == set(record.metrics)
+    for metric, s in entry.items():
+        assert len(s.values) == 3 and s.values[0] == record.metrics[metric]  # seed 0 committed
+        assert s.tolerance == (check.K * s.std if s.std > 0 else check.FLOOR)
+    assert entry["recall@1"].std > 0  # seeds do differ: the spread is measured
+    assert len({*entry["recall@1"].values}) == 3
+    assert any(p.suffix == ".md" and p.name.startswith(TINY) for p in (built / "reports").iterdir())
+
+
+def test_unchanged_leaderboard_passes(board: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run_cli(["check", "--leaderboard-dir", str(board), "--no-progress"])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert "check passed" in out.out and "total wall time" in out.out
+    metrics = len(load_record(committed_record(board, "contrastive")).metrics)
+    assert out.out.count(f"{TINY}  contrastive") == metrics  # one table row per metric
+    assert "[ 2/2]" in out.err  # one progress line per entry
+
+
+def test_moved_number_fails_naming_method_and_metric(
+    board: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tol = check.load_tolerances(board)
+    assert tol is not None
+    allowed = tol.protocols[TINY].methods["contrastive"]["recall@1"].tolerance
+    path = committed_record(board, "contrastive")
+    data = json.loads(path.read_text())
+    data["metrics"]["recall@1"] += 0.5 * allowed  # within tolerance: still passes
+    path.write_text(json.dumps(data))
+    assert run_cli(["check", "--leaderboard-dir", str(board), "--no-progress"]) == 0
+    data["metrics"]["recall@1"] += allowed  # now 1.5 × the tolerance away
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    code = run_cli(["check", "--leaderboard-dir", str(board), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    [verdict] = [line for line in out.splitlines() if line.startswith("check FAILED")]
+    assert f"{TINY}/contrastive recall@1" in verdict and "1 of" in verdict
+    [row] = [line for line in out.splitlines() if line.startswith(f"{TINY}  contrastive  recall@1")]
+    assert row.endswith("FAIL")
+
+
+def test_method_subset_checks_only_that_entry(
+    board: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["check", "--leaderboard-dir", str(board), "--method", "untrained", "--no-progress"]
+    assert run_cli(argv) == 0
+    out = capsys.readouterr().out
+    assert f"{TINY}  untrained" in out and f"{TINY}  contrastive" not in out
+    assert run_cli([*argv[:-2], "triplet-semihard"]) == 2  # not on the leaderboard
+
+
+def test_changed_protocol_is_refused(
+    board: Path, built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(built, epochs=2))})
+    code = run_cli(["check", "--leaderboard-dir", str(board), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "protocol hash" in err and "--update" in err
+
+
+def test_changed_data_is_refused(board: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = committed_record(board, "untrained")
+    data = json.loads(path.read_text())
+    data["data_fingerprint"] = "0" * 64
+    path.write_text(json.dumps(data))
+    code = run_cli(["check", "--leaderboard-dir", str(board), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "data fingerprint" in err
+
+
+# --------------------------------------------------------------- the committed leaderboard
+
+
+def test_committed_leaderboard_matches_shipped_protocols() -> None:
+    """No training: the committed records and tolerances load, carry the current
+    without_search() hash and data fingerprint, cover every method, and agree."""
+    from dmlbench.data import load_data
+
+    board_dir = REPO / "results" / "leaderboard"
+    tolerances, board = check.load_leaderboard(board_dir)
+    assert sorted(board) == sorted(check.LEADERBOARD)
+    assert tolerances.seeds[0] == check.SEED and len(tolerances.seeds) >= 3
+    for name, entries in board.items():
+        protocol = check.leaderboard_protocol(name)
+        check.verify(name, protocol, load_data(protocol).fingerprint, entries, tolerances)
+        assert protocol.search.trials == 0
+        assert sorted(entries) == sorted([check.UNTRAINED, *check.leaderboard_methods(protocol)])
+        spreads = tolerances.protocols[name].methods
+        for method, record in entries.items():
+            assert record.hparams == check.expected_hparams(method), method
+            assert set(spreads[method]) == set(record.metrics), method
+            for metric, s in spreads[method].items():
+                assert s.values[0] == record.metrics[metric], (method, metric)
+                assert s.tolerance == pytest.approx(
+                    tolerances.k * s.std if s.std > 0 else tolerances.floor
+                )
+        reports = REPO / "reports" / "leaderboard"
+        assert (reports / f"{name}-{protocol.short_hash}.md").is_file()
