@@ -1,0 +1,60 @@
+"""Ctrl-C during the search phase of `dmlbench run`: no half-written record, and the same
+command continues the study (the interrupted trial re-queued, the budget exact)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from dmlbench.data import load_data
+from dmlbench.records import load_records
+from dmlbench.search import count_trials, study_name
+from tests.search.test_search import tiny
+
+pytestmark = pytest.mark.slow
+
+
+def test_sigint_during_search_then_resume(tmp_path: Path) -> None:
+    protocol = tiny(trials=3, **{"optim.epochs": 3})
+    load_data(protocol)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")))
+    results = tmp_path / "results"
+    argv = [
+        sys.executable, "-m", "dmlbench", "run", "--protocol", str(path),
+        "--method", "contrastive", "--results-dir", str(results),
+        "--reports-dir", str(tmp_path / "reports"), "--no-progress",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 300
+    while not list(results.rglob("*trial0000-search-trial.json")):  # the first trial is done
+        assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
+        assert time.monotonic() < end, "no trial finished"
+        time.sleep(0.05)
+    time.sleep(1.5)  # well inside the second trial's training
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    records, problems = load_records(results)
+    assert not problems  # nothing torn
+    assert not [r for r in records if r.stage == "final" and r.method == "contrastive"]
+    name = study_name(protocol, "contrastive", {})
+    storage = f"sqlite:///{results.resolve()}/optuna.db"
+    before = optuna.load_study(study_name=name, storage=storage)
+    assert "WAITING" in [t.state.name for t in before.trials]  # the interrupted one, re-queued
+
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    study = optuna.load_study(study_name=name, storage=storage)
+    assert count_trials(study).finished == 3
+    trials = [r for r in load_records(results)[0] if r.stage == "search-trial"]
+    assert len(trials) == 3  # the interrupted attempt wrote no record
+    finals = [r for r in load_records(results)[0] if r.stage == "final"]
+    assert {r.method for r in finals} == {"contrastive", "untrained"}
