@@ -22,7 +22,10 @@ the committed leaderboard: that change needs a regenerated leaderboard, not a to
 
 Cost: DREML with the paper's 12 learners takes ≈ 7 min of a CPU, alone half of the 15-minute
 budget of a whole check (issue #8), so the leaderboard runs it with ``LEADERBOARD_HPARAMS``
-(2 learners, the paper's D = 12 meta-classes); that entry's record says so in its hparams.
+(2 learners, the paper's D = 12 meta-classes). It is passed like ``--hparam``, so the runner
+marks that record with ``overrides: {hparams: ...}`` and the report puts it in its own table;
+every other entry runs its paper defaults with no override. A method whose defaults changed
+since the leaderboard was made is re-run with the committed hyper-parameters, with a warning.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise DmlbenchError(f"{root}: no records found")
     written = build_reports(records, Path(args.reports_dir), root / "published")
     for path in written:
-        if path.suffix == ".md" and not path.stem.endswith(("-budget", "-published")):
+        if path.suffix == ".md" and not path.stem.endswith("-published"):
             print(path.read_text(encoding="utf-8"))
     print(f"written: {len(written)} files to {args.reports_dir} (.md .csv .tex .html .png .svg)")
     return 0

@@ -218,6 +218,15 @@ def evaluate_split(
         from dmlbench.evaluate_continuous import evaluate_continuous
 
         return evaluate_continuous(embeddings, split, protocol.metrics)
-    return evaluate(
+    metrics = evaluate(
         embeddings, split.labels, protocol.metrics, split.queries, split.gallery, seed=seed
     )
+    if 1 in protocol.metrics.recall_at:  # how much would other test queries move Recall@1?
+        from dmlbench.stats import bootstrap_mean, recall_at_1_hits
+
+        hits = recall_at_1_hits(
+            embeddings, split.labels, split.queries, split.gallery, protocol.metrics.normalize
+        )
+        lo, hi = bootstrap_mean(hits, seed=seed)
+        metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
+    return metrics

@@ -59,3 +59,33 @@ def bootstrap_mean(
     alpha = (1.0 - level) / 2
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
+
+
+def recall_at_1_hits(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    queries: np.ndarray | None = None,
+    gallery: np.ndarray | None = None,
+    normalize: bool = True,
+) -> np.ndarray:
+    """Per-query 0/1: does the nearest gallery item share the query's class?
+
+    Queries are those :func:`dmlbench.evaluate.evaluate` scores (with at least one positive
+    in the gallery), so ``hits.mean()`` equals its ``recall@1``.
+    """
+    from dmlbench.evaluate import knn, l2_normalize
+
+    x = np.asarray(embeddings, dtype=np.float32)
+    x = l2_normalize(x) if normalize else x
+    labels = np.asarray(labels).reshape(-1)
+    same = queries is None
+    q = np.arange(len(x)) if queries is None else np.asarray(queries)
+    g = np.arange(len(x)) if gallery is None else np.asarray(gallery)
+    classes, counts = np.unique(labels[g], return_counts=True)
+    pos = np.searchsorted(classes, labels[q]).clip(0, len(classes) - 1)
+    positives = np.where(classes[pos] == labels[q], counts[pos], 0) - (1 if same else 0)
+    q = q[positives > 0]
+    if q.size == 0:
+        return np.zeros(0)
+    nn = knn(x[q], x[g], 1, q if same else None)[:, 0]
+    return (labels[g][nn] == labels[q]).astype(np.float64)

@@ -33,6 +33,7 @@ import pandas as pd
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.bars import save_bars
 from dmlbench.report.budget import format_budget, tuning_budget
+from dmlbench.report.confidence import confidence_table
 from dmlbench.report.html import Page, render_page
 from dmlbench.report.latex import latex_table
 from dmlbench.report.published import (
@@ -144,6 +145,10 @@ def _one_group(
         )
     budget = format_budget(tuning_budget(records))
     written += _write_table(out_dir / f"{stem}-budget", f"{title}: tuning budget", budget)
+    confidence = confidence_table(finals)
+    written += _write_table(
+        out_dir / f"{stem}-confidence", f"{title}: confidence and selection", confidence
+    )
 
     page = Page(
         title=title,
@@ -155,6 +160,7 @@ def _one_group(
         comparison=comparison,
         setting=setting,
         budget=budget,
+        confidence=confidence,
         ranking=ranking,
         notes=[OVERRIDE_NOTE] if overridden else [],
         no_comparison_reason="Not compared: runs with overrides." if overridden else None,

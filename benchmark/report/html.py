@@ -56,11 +56,20 @@ class Page:
     comparison: pd.DataFrame | None = None
     setting: str | None = None
     budget: pd.DataFrame | None = None
+    confidence: pd.DataFrame | None = None
     ranking: pd.DataFrame | None = None
     images: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     no_comparison_reason: str | None = None
     ranking_note: str | None = None
+
+
+CONFIDENCE_TEXT = (
+    "Headline metric in %: mean ± std over seeds, the 95% Student-t interval of that mean, "
+    "and the 95% bootstrap interval over test queries of one run (averaged over the seeds' "
+    "runs). 'selected' is the search trial whose hyper-parameters and epoch count were "
+    "retrained for every seed."
+)
 
 
 def _cell(value: object, tag: str = "td") -> str:
@@ -105,6 +114,14 @@ def render_page(page: Page) -> str:
             *(_p(n, "note") for n in page.notes),
         ),
     ]
+    if page.confidence is not None and len(page.confidence):
+        parts.append(
+            _section(
+                "Confidence and selection",
+                _p(CONFIDENCE_TEXT),
+                html_table(page.confidence),
+            )
+        )
     if page.images:
         figs = [
             f'<figure><img src="{escape(src)}" alt="{escape(src)}">'

@@ -88,7 +88,7 @@ def sweep_points(records: Iterable[Record]) -> pd.DataFrame:
             )
         base, key, value = parsed
         for metric, v in r.metrics.items():
-            if metric not in HIDDEN_METRICS:
+            if metric not in HIDDEN_METRICS and not metric.startswith("ci_"):
                 rows.append(
                     {
                         "protocol": base,

@@ -67,7 +67,13 @@ def test_every_page_parses_and_its_images_exist(built: tuple[Path, list[Path]]) 
             image = page.parent / src
             assert image.is_file(), f"{page.name} references missing {src}"
             assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert {"Results", "Plots", "Tuning budget", "Ranking across protocols"} <= set(p.headings)
+        assert {
+            "Results",
+            "Confidence and selection",
+            "Plots",
+            "Tuning budget",
+            "Ranking across protocols",
+        } <= set(p.headings)
 
 
 def test_cub_page_shows_results_comparison_budget_and_ranking(
@@ -76,12 +82,12 @@ def test_cub_page_shows_results_comparison_budget_and_ranking(
     tmp_path = built[0]
     page = tmp_path / "cub200-cccccccccccc.html"
     p = parse(page)
-    assert p.tables == 4  # results, reported vs reproduced, budget, ranking
+    assert p.tables == 5  # results, confidence, reported vs reproduced, budget, ranking
     text = page.read_text()
     assert "c" * 64 in text  # the full protocol hash
     assert "<strong>" in text and "**" not in text
     glyph = parse(tmp_path / "glyphs-mini-dddddddddddd.html")
-    assert glyph.tables == 3  # no published setting: no comparison table
+    assert glyph.tables == 4  # no published setting: no comparison table
     assert "No published setting" in (tmp_path / "glyphs-mini-dddddddddddd.html").read_text()
 
 
