@@ -102,7 +102,7 @@ def run_worker(
         with _heartbeat(storage, trial._trial_id, options.heartbeat):
             line = _run_trial(study, trial, protocol, method, train_split, fingerprint, run)
         ran += 1
-        if run.progress:
+        if True:  # one line per trial, with or without progress bars
             print(f"  {method} trial {trial.number} ({counts.finished + 1}/{budget}): {line}",
                   file=sys.stderr)  # fmt: skip
 

@@ -18,8 +18,9 @@ class ClassBalancedBatchSampler:
     """Batches of P classes × m samples per class (P = batch_size // m).
 
     Each class's images are visited in a shuffled cycle, so an epoch covers the data about
-    once; a class with fewer than m images repeats images within the batch rather than
-    failing (the sampler still needs m ≥ 2 same-class images for positives to exist).
+    once; a class with fewer than m images (SOP has many with 2) repeats images within the
+    batch rather than failing. A class with a single image is an error when m ≥ 2: its
+    "positive pairs" would be an image with itself, which every pair loss silently misreads.
 
     Args:
         labels: class id per training image.
@@ -43,6 +44,14 @@ class ClassBalancedBatchSampler:
                 f"a batch needs {self.classes_per_batch} classes but the split has {len(classes)}"
             )
         self.by_class = [np.flatnonzero(inverse == c) for c in range(len(classes))]
+        lone = [classes[c] for c, ix in enumerate(self.by_class) if len(ix) < 2]
+        if lone and samples_per_class >= 2:
+            shown = ", ".join(str(c) for c in lone[:5]) + (", …" if len(lone) > 5 else "")
+            raise DataError(
+                f"{len(lone)} training class(es) have a single image (class {shown}); "
+                f"batches of {samples_per_class} images per class need at least 2 per class: "
+                "remove these images from the training index or fix their labels"
+            )
         self.batch_size = self.classes_per_batch * self.m
         self.num_batches = max(1, len(labels) // self.batch_size)
         self.seed = seed

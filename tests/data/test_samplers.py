@@ -38,9 +38,16 @@ def test_an_epoch_covers_most_images() -> None:
 
 
 def test_small_class_repeats_rather_than_fails() -> None:
-    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2])
-    for batch in ClassBalancedBatchSampler(labels, 4, 2, seed=0):
-        assert len(batch) == 4
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2])  # SOP-like: a class of 2, m = 4
+    for batch in ClassBalancedBatchSampler(labels, 8, 4, seed=0):
+        assert len(batch) == 8
+
+
+def test_a_single_image_class_is_a_clear_error() -> None:
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1, 7])
+    with pytest.raises(DataError, match=r"1 training class\(es\) have a single image \(class 7\)"):
+        ClassBalancedBatchSampler(labels, 4, 2, seed=0)
+    assert len(ClassBalancedBatchSampler(labels, 3, 1, seed=0)) == 3  # m = 1 needs no pairs
 
 
 def test_impossible_batches_are_clear_errors() -> None:
