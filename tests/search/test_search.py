@@ -278,3 +278,19 @@ def test_a_silent_worker_s_trial_is_failed_by_heartbeat_and_retried(tmp_path: Pa
     retry = optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history
     assert [t.number for t in study.trials if 0 in retry(t)] == [1]
     assert count_trials(study).finished == 2
+
+
+@pytest.mark.slow
+def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
+    """`--workers 2`: a spawned process joins the study over SQLite; the budget stays exact."""
+    from dmlbench.data import load_data
+
+    protocol = tiny(trials=6, **{"optim.epochs": 3, "search.pruner": "none"})
+    data = load_data(protocol)
+    run = RunOptions(results_dir=tmp_path, progress=False)
+    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions(workers=2))
+    study = optuna.load_study(study_name=sel.study, storage=f"sqlite:///{tmp_path}/optuna.db")
+    assert len(study.trials) == 6 and count_trials(study).finished == 6
+    # trials are long enough that the spawned worker (import + data load) gets some
+    assert len({t.user_attrs["pid"] for t in study.trials}) == 2
+    assert sorted(r.trial for r in load_records(tmp_path)[0]) == list(range(6))
