@@ -1,4 +1,4 @@
-"""The metric engine: Recall@K, NMI, MAP@R and R-Precision from one exact k-NN search.
+"""The metric engine: Recall@K, NMI, MAP@R and R-Precision.
 
 Definitions (DESIGN.md §6):
 
@@ -7,22 +7,44 @@ Definitions (DESIGN.md §6):
 - MAP@R and R-Precision (Musgrave et al. 2020): R is the number of *other* items of the query's
   class in the gallery; R-Precision is the fraction of same-class items among the R nearest;
   MAP@R averages precision@i over the same-class positions i ≤ R, divided by R.
-- NMI: k-means (faiss) with k = number of classes, NMI (scikit-learn) against the labels.
+- NMI: k-means with k = number of classes (faiss's k-means: its initialisation, update,
+  empty-cluster split and stopping rule), NMI (scikit-learn) against the labels.
 
 Queries with no other item of their class ("lone" queries) cannot be scored and are left out
 of every retrieval metric, as pytorch-metric-learning's AccuracyCalculator does; their count
 is reported as ``lone_queries``. Distances are Euclidean on L2-normalised embeddings unless the
-protocol says otherwise. The neighbours are computed once and shared by all retrieval metrics.
+protocol says otherwise.
+
+How it is computed (the numbers are those of one exact k-NN search with k = max(K, R); only
+the work differs):
+
+- Retrieval: one exact k-NN search (faiss, blocked, never an N×N matrix) with k = the largest
+  R (at least 16) gives MAP@R, R-Precision and every Recall@K with K ≤ k. A larger K (SOP's
+  Recall@1000) only needs the rank of each query's first same-class item, so a second search
+  with k = K runs for the few queries whose first same-class item is not in the first list.
+- NMI on large inputs (n × classes ≥ ``PRUNED_KMEANS_MIN_WORK``): the same k-means as
+  ``faiss.Kmeans`` — faiss's random initialisation (``rand_perm``), centroid update, split of
+  empty clusters and stop when the objective does not change (faiss ≥ 1.11) — but each point's
+  nearest centroid comes from a list of its 8 nearest centroids with a lower bound on the
+  others, refreshed only when the bound fails, so after the first two iterations only a few
+  points are searched again. The nearest centroid is the exact one (float64 where float32
+  cannot decide); faiss takes the float32 one, so the two can differ only when a point is
+  equidistant to two centroids within float32 rounding. Smaller inputs use ``faiss.Kmeans``.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from dmlbench.data.base import Split
 from dmlbench.distributed import faiss_flat_l2
 from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import MetricsSpec
+
+KMEANS_NITER = 50
+PRUNED_KMEANS_MIN_WORK = 50_000_000  # n × k above which NMI uses the pruned k-means
+MIN_FIRST_K = 16  # the first k-NN list is at least this long (a few more neighbours are free)
 
 
 def l2_normalize(x: np.ndarray) -> np.ndarray:
@@ -83,25 +105,288 @@ def retrieval_metrics(
     return out
 
 
+def ranked_retrieval(
+    queries: np.ndarray,
+    gallery: np.ndarray,
+    query_labels: np.ndarray,
+    gallery_labels: np.ndarray,
+    r: np.ndarray,
+    spec: MetricsSpec,
+    self_index: np.ndarray | None = None,
+) -> dict[str, float]:
+    """Recall@K, MAP@R, R-Precision of scored queries (r > 0), as one k-NN with k = max(K, R).
+
+    A first search with k = max(R, ``MIN_FIRST_K``) answers MAP@R, R-Precision and Recall@K for
+    K ≤ k; for a larger K only queries without a same-class item in that list are searched
+    again, with k = K, to find the rank of their first same-class item.
+    """
+    usable = len(gallery) - (0 if self_index is None else 1)
+    need_r = int(r.max()) if spec.map_at_r or spec.r_precision else 0
+    k1 = min(max(need_r, MIN_FIRST_K), usable)
+    nn = knn(queries, gallery, k1, self_index)
+    out = retrieval_metrics(
+        gallery_labels[nn],
+        query_labels,
+        r,
+        [k for k in spec.recall_at if k <= k1],
+        spec.map_at_r,
+        spec.r_precision,
+    )
+    large = [k for k in spec.recall_at if k > k1]
+    if large:
+        match = gallery_labels[nn] == query_labels[:, None]
+        first = np.where(match.any(axis=1), match.argmax(axis=1), usable)  # rank, 0-based
+        todo = np.flatnonzero(first >= k1)
+        if len(todo):
+            k2 = min(max(large), usable)
+            own = None if self_index is None else np.asarray(self_index)[todo]
+            match2 = gallery_labels[knn(queries[todo], gallery, k2, own)] == query_labels[todo, None]
+            first[todo] = np.where(match2.any(axis=1), match2.argmax(axis=1), usable)
+        for k in large:
+            out[f"recall@{k}"] = float((first < k).mean())
+    return {key: out[key] for key in retrieval_metrics_order(spec) if key in out}
+
+
+def retrieval_metrics_order(spec: MetricsSpec) -> list[str]:
+    return [*(f"recall@{k}" for k in spec.recall_at), "r_precision", "map@r"]
+
+
+# --- NMI -------------------------------------------------------------------------------------
+
+
 def nmi(embeddings: np.ndarray, labels: np.ndarray, seed: int = 0) -> float:
     """NMI between k-means clusters (k = number of classes) and the labels."""
-    import faiss
     from sklearn.metrics import normalized_mutual_info_score
 
-    classes = np.unique(labels)
     x = np.ascontiguousarray(embeddings, dtype=np.float32)
-    kmeans = faiss.Kmeans(
-        x.shape[1],
-        len(classes),
-        niter=50,
-        seed=seed,
-        verbose=False,
-        min_points_per_centroid=1,
-        max_points_per_centroid=1_000_000,
-    )
-    kmeans.train(x)
-    _, assign = kmeans.index.search(x, 1)
-    return float(normalized_mutual_info_score(labels, assign[:, 0]))
+    assign = kmeans_assign(x, len(np.unique(labels)), seed)
+    return float(normalized_mutual_info_score(labels, assign))
+
+
+def kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int = KMEANS_NITER) -> np.ndarray:
+    """Cluster of every row after faiss's k-means (no subsampling, one centroid per class)."""
+    import faiss
+
+    if len(x) * k < PRUNED_KMEANS_MIN_WORK or k <= 16 or len(x) == k:
+        kmeans = faiss.Kmeans(
+            x.shape[1],
+            k,
+            niter=niter,
+            seed=seed,
+            verbose=False,
+            min_points_per_centroid=1,
+            max_points_per_centroid=1_000_000,
+        )
+        kmeans.train(x)
+        _, assign = kmeans.index.search(x, 1)
+        return np.asarray(assign[:, 0])
+    return pruned_kmeans_assign(x, k, seed, niter)
+
+
+def pruned_kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int) -> np.ndarray:
+    """``faiss.Kmeans(..., niter, seed)`` then ``index.search(x, 1)``, with bounded assignment.
+
+    Follows faiss's ``Clustering::train`` step by step: centroids start as the rows
+    ``rand_perm(n, seed + 1)[:k]``; each iteration assigns, sums the objective in float32,
+    recomputes centroids (float32 sums in row order, times 1/count), splits empty clusters and
+    stops once the objective equals the previous one (the last centroids are kept).
+    """
+    import faiss
+
+    if not np.isfinite(x).all():
+        raise DmlbenchError("NMI: the embeddings contain NaN or Inf")
+    n = len(x)
+    perm = np.empty(n, dtype=np.int32)
+    faiss.rand_perm(faiss.swig_ptr(perm), n, seed + 1)
+    centroids = x[perm[:k]].copy()
+    nearest = _BoundedAssigner(x)
+    early_stop = hasattr(faiss.ClusteringParameters(), "early_stop_threshold")
+    sums = _ClusterSums(x, k)
+    previous = None
+    for _ in range(niter):
+        assign, dis = nearest(centroids)
+        objective = np.cumsum(dis, dtype=np.float32)[-1]  # faiss: float, summed in order
+        new, counts = sums.centroids(assign)
+        _split_empty_clusters(new, counts, n)
+        nearest.moved(centroids, new)
+        centroids = new
+        if early_stop and previous is not None and objective == previous:
+            break
+        previous = objective
+    return nearest(centroids)[0]
+
+
+class _ClusterSums:
+    """faiss's ``compute_centroids``: float32 sums in row order, times float32(1/count).
+
+    Clusters whose members did not change keep their previous mean (the same sum, bit for bit).
+    """
+
+    def __init__(self, x: np.ndarray, k: int) -> None:
+        self.x, self.k = x, k
+        self.means = np.zeros((k, x.shape[1]), dtype=np.float32)
+        self.assign: np.ndarray | None = None
+
+    def centroids(self, assign: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        counts = np.bincount(assign, minlength=self.k).astype(np.float32)
+        if self.assign is None:
+            changed = np.ones(self.k, dtype=bool)
+        else:
+            moved = assign != self.assign
+            changed = np.zeros(self.k, dtype=bool)
+            changed[assign[moved]] = changed[self.assign[moved]] = True
+        rows = np.flatnonzero(changed[assign])
+        self.means[changed] = 0.0
+        np.add.at(self.means, assign[rows], self.x[rows])  # sequential, in row order
+        filled = changed & (counts > 0)
+        self.means[filled] *= (np.float32(1.0) / counts[filled])[:, None]
+        self.assign = assign
+        return self.means.copy(), counts
+
+
+def _split_empty_clusters(centroids: np.ndarray, counts: np.ndarray, n: int) -> None:
+    """faiss's ``split_clusters``: each empty cluster copies a large one (drawn with
+    probability ∝ count − 1, by a mt19937 seeded 1234), and both are nudged by ±1/1024."""
+    empty = np.flatnonzero(counts == 0)
+    if len(empty) == 0:
+        return
+    k = len(counts)
+    rng = np.random.RandomState(1234)  # the same mt19937 stream as faiss::RandomGenerator
+    denominator = np.float64(np.float32(n - k))
+    even = np.arange(centroids.shape[1]) % 2 == 0
+    up, down = np.float32(1.0 + 1.0 / 1024.0), np.float32(1.0 - 1.0 / 1024.0)
+    pending = np.empty(0, dtype=np.float32)
+    for ci in empty:
+        p = ((counts.astype(np.float64) - 1.0) / denominator).astype(np.float32)
+        cj = None
+        while cj is None:  # cj = 0, 1, 2, ... one draw each, until draw < p[cj]
+            if len(pending) < k:
+                fresh = rng.randint(0, 2**32, size=max(k, 1 << 16), dtype=np.uint32)
+                pending = np.concatenate([pending, fresh.astype(np.float32) / np.float32(2**32)])
+            hits = np.flatnonzero(pending[:k] < p)
+            if len(hits):
+                cj = int(hits[0])
+            pending = pending[(cj + 1) if cj is not None else k :]
+        centroids[ci] = centroids[cj]
+        centroids[ci] *= np.where(even, up, down)
+        centroids[cj] *= np.where(even, down, up)
+        counts[ci] = counts[cj] / np.float32(2)
+        counts[cj] -= counts[ci]
+
+
+class _BoundedAssigner:
+    """Exact nearest centroid of every row, over successive centroid sets.
+
+    Each row keeps its ``m`` nearest centroids as candidates (with float32 squared distances)
+    and ``lb``, a lower bound on its distance to every other centroid. When centroids move by
+    δ_j, candidate distances are recomputed, ``lb`` drops by the largest δ outside the
+    ``k / 32`` largest movers, whose distances are computed exactly; a row is searched again
+    (faiss, k = m + 1) only when its best candidate is not certainly below ``lb``. float32
+    values carry an error bound ``ERR · (|x|² + max|c|²)``; where it leaves the choice open,
+    the row's distances to all centroids are computed in float64 (ties: lowest index).
+    """
+
+    ERR = 2e-5
+
+    def __init__(self, x: np.ndarray, m: int = 8, block: int = 8192) -> None:
+        self.x = x
+        self.xt = torch.from_numpy(x)
+        self.xsq = (self.xt * self.xt).sum(1)
+        self.m, self.block = m, block
+        self.cand: torch.Tensor | None = None
+        self.d2 = torch.empty(0)
+        self.lb = torch.empty(0)
+        self.stale = torch.empty(0, dtype=torch.long)
+        self.moving = torch.empty(0, dtype=torch.bool)
+        self.nearest = torch.empty(0, dtype=torch.long)
+        self.dis = torch.empty(0, dtype=torch.float32)
+
+    def __call__(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(nearest centroid, float32 of its exact squared distance) for every row."""
+        c = torch.from_numpy(centroids)
+        csq = (c * c).sum(1)
+        err = self.ERR * (self.xsq + float(csq.max()))
+        n, k = len(self.x), len(centroids)
+        if self.cand is None:
+            m = min(self.m, k - 1)
+            self.cand = torch.empty((n, m), dtype=torch.long)
+            self.d2 = torch.empty((n, m), dtype=torch.float32)
+            self.lb = torch.empty(n, dtype=torch.float32)
+            search = torch.arange(n)
+        else:
+            for s in range(0, len(self.stale), self.block):
+                rows = self.stale[s : s + self.block]
+                cand = self.cand[rows]
+                dot = torch.bmm(c[cand], self.xt[rows][:, :, None])[:, :, 0]
+                self.d2[rows] = self.xsq[rows][:, None] + csq[cand] - 2.0 * dot
+            best = self.d2.min(1).values
+            search = torch.nonzero(~((best + err).sqrt() < self.lb))[:, 0]
+        if len(search):
+            dist, idx = _faiss_knn(self.x[search.numpy()], centroids, self.cand.shape[1] + 1)
+            self.cand[search] = idx[:, :-1]
+            self.d2[search] = dist[:, :-1]
+            self.lb[search] = (dist[:, -1] - err[search]).clamp_min(0.0).sqrt()
+        two = torch.topk(self.d2, 2, dim=1, largest=False)
+        nearest = self.cand.gather(1, two.indices[:, :1])[:, 0]
+        gap = two.values[:, 1] - two.values[:, 0]
+        unsure = (gap <= 2 * err) | ~((two.values[:, 0] + err).sqrt() < self.lb)
+        rows = torch.nonzero(unsure)[:, 0]
+        c64 = c.double()
+        for s in range(0, len(rows), 512):
+            r = rows[s : s + 512]
+            x64 = self.xt[r].double()
+            d2 = (x64 * x64).sum(1)[:, None] + (c64 * c64).sum(1)[None, :] - 2.0 * x64 @ c64.t()
+            low = d2 == d2.min(1, keepdim=True).values
+            nearest[r] = torch.where(low, torch.arange(k), k).min(1).values
+        if len(self.dis) == n:
+            rows = torch.nonzero((nearest != self.nearest) | self.moving[nearest])[:, 0]
+        else:
+            self.dis = torch.empty(n, dtype=torch.float32)
+            rows = torch.arange(n)
+        diff = self.xt[rows].double() - c64[nearest[rows]]
+        self.dis[rows] = (diff * diff).sum(1).float()
+        self.nearest = nearest
+        return nearest.numpy(), self.dis.numpy().copy()
+
+    def moved(self, old: np.ndarray, new: np.ndarray) -> None:
+        """Centroids go from ``old`` to ``new``: update candidate distances and bounds."""
+        assert self.cand is not None
+        delta = torch.from_numpy(np.sqrt(((new.astype(np.float64) - old) ** 2).sum(1)))
+        delta = (delta * (1 + 1e-6)).float()
+        moving = self.moving = delta > 0
+        self.stale = torch.nonzero(moving[self.cand].any(1))[:, 0]
+        count = int(moving.sum())
+        if count == 0:
+            return
+        order = torch.argsort(delta, descending=True)
+        nbig = min(max(16, len(delta) // 32), count)
+        big = order[:nbig]
+        if nbig < len(delta):
+            self.lb -= delta[order[nbig]]
+        else:  # every centroid is computed below
+            self.lb.fill_(float("inf"))
+        c = torch.from_numpy(new)
+        cmax = float((c * c).sum(1).max())
+        cb = c[big]
+        position = torch.full((len(delta),), -1, dtype=torch.long)
+        position[big] = torch.arange(nbig)
+        for s in range(0, len(self.x), self.block):
+            rows = slice(s, s + self.block)
+            d2 = torch.addmm((cb * cb).sum(1)[None, :], self.xt[rows], cb.t(), alpha=-2.0)
+            d2 += self.xsq[rows][:, None]
+            pos = position[self.cand[rows]]  # candidates among the big movers are exact anyway
+            hit = torch.nonzero(pos >= 0)
+            d2[hit[:, 0], pos[hit[:, 0], hit[:, 1]]] = float("inf")
+            err = self.ERR * (self.xsq[rows] + cmax)
+            low = (d2.min(1).values - err).clamp_min(0.0).sqrt()
+            self.lb[rows] = torch.minimum(self.lb[rows], low)
+
+
+def _faiss_knn(x: np.ndarray, y: np.ndarray, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    import faiss
+
+    dist, idx = faiss.knn(np.ascontiguousarray(x), y, k)
+    return torch.from_numpy(dist), torch.from_numpy(idx)
 
 
 def check_ks(spec: MetricsSpec, split: Split) -> None:
@@ -149,18 +434,10 @@ def evaluate(
     scored = r > 0
     out: dict[str, float] = {"queries": float(scored.sum()), "lone_queries": float((~scored).sum())}
     if scored.any():
-        max_k = max([*spec.recall_at, int(r.max())])
-        k = min(max_k, len(g_idx) - (1 if same_source else 0))
         self_index = q_idx[scored] if same_source else None  # q_idx == g_idx then
-        nn_idx = knn(x[q_idx][scored], x[g_idx], k, self_index)
         out.update(
-            retrieval_metrics(
-                g_labels[nn_idx],
-                q_labels[scored],
-                r[scored],
-                spec.recall_at,
-                spec.map_at_r,
-                spec.r_precision,
+            ranked_retrieval(
+                x[q_idx][scored], x[g_idx], q_labels[scored], g_labels, r[scored], spec, self_index
             )
         )
     if spec.nmi:

@@ -10,10 +10,13 @@ with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
   exists for the protocol's data set and setting (:mod:`dmlbench.report.published`) and the
   runs have no overrides (a ``--backbone-override`` run keeps the protocol's name);
 - ``<stem>-budget.md`` / ``.csv`` — the tuning budget per method (all stages);
+- ``<stem>-confidence.md`` / ``.csv`` — intervals over seeds and queries, and the selection;
 - ``<stem>.html`` — one self-contained page with all of the above and every ``<stem>-*.png``
   found beside it (so plots other commands write there with that stem appear too).
 
-And ``ranking.md`` / ``.csv``: the average rank of each method across the hashes present.
+And ``ranking.md`` / ``.csv``: the average rank of each method across the hashes present;
+``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep (``dmlbench sweep``) found; and
+``index.html`` linking every page, with the sweep plots and the ranking.
 
 Records are grouped by protocol hash before any table is made, so the refusal to mix hashes in
 one table (:class:`dmlbench.report.tables.MixedProtocolsError`) guards, but is never triggered.
@@ -22,6 +25,7 @@ Hashes with search-trial records only (no ``final`` record) get no report.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -34,8 +38,9 @@ from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.bars import save_bars
 from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_table
-from dmlbench.report.html import Page, render_page
+from dmlbench.report.html import Page, render_index, render_page
 from dmlbench.report.latex import latex_table
+from dmlbench.report.plots import sweep_points, write_sweep_plots
 from dmlbench.report.published import (
     PublishedEntry,
     load_published,
@@ -44,6 +49,7 @@ from dmlbench.report.published import (
 )
 from dmlbench.report.ranking import average_ranks, primary_metric
 from dmlbench.report.tables import (
+    MixedProtocolsError,
     format_table,
     records_frame,
     render_markdown,
@@ -59,6 +65,7 @@ RANKING_TEXT = (
     "Average rank of each method on each protocol's primary metric (1 = best; ties share the "
     "average rank); Borda = methods ranked minus rank, summed over protocols."
 )
+log = logging.getLogger(__name__)
 RANKING_SMOKE = (
     "No run without overrides yet: this ranking is of smoke-test runs (with overrides), not a "
     "leaderboard."
@@ -101,6 +108,16 @@ def build_reports(
         )
         atomic_write_text(html, render_page(page))
         written.append(html)
+    try:
+        sweep_pngs = write_sweep_plots(sweep_points(finals), out_dir)
+    except MixedProtocolsError as err:  # the tables are still right; only the plot is refused
+        log.warning("sweep plots skipped: %s", err)
+        sweep_pngs = []
+    written += [q for p in sweep_pngs for q in (p, p.with_suffix(".svg"))]
+    index = out_dir / "index.html"
+    titles = [(html.name, page.title) for html, page in pages]
+    atomic_write_text(index, render_index(titles, [p.name for p in sweep_pngs], ranking))
+    written.append(index)
     note = f"\n\n*{smoke}*" if smoke else ""
     md = f"## Ranking across protocols\n\n{RANKING_TEXT}{note}\n\n{render_markdown(ranking)}\n"
     for path, text in ((out_dir / "ranking.md", md), (out_dir / "ranking.csv", ranking.to_csv())):

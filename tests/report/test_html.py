@@ -56,7 +56,7 @@ def parse(path: Path) -> PageParser:
 
 def test_every_page_parses_and_its_images_exist(built: tuple[Path, list[Path]]) -> None:
     tmp_path = built[0]
-    pages = sorted(tmp_path.glob("*.html"))
+    pages = sorted(p for p in tmp_path.glob("*.html") if p.name != "index.html")
     assert len(pages) == 3
     for page in pages:
         p = parse(page)
@@ -107,3 +107,25 @@ def test_cells_are_escaped() -> None:
     )
     html = render_page(page)
     assert "<script>" not in html and "t&lt;script&gt;" in html
+
+
+def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
+    import re
+
+    from dmlbench.report.build import build_reports
+    from dmlbench.report.plots import sweep_name
+    from tests.report.test_build import rec
+
+    records = [rec("a", 0, h="e" * 64, name="glyphs-mini")]
+    for i, size in enumerate(["16", "32"]):
+        name = sweep_name("glyphs-mini", "model.embedding_size", size)
+        records += [rec(m, 0, h=str(i) * 64, name=name, m={"recall@1": 0.3 + 0.1 * i})
+                    for m in ("a", "b")]  # fmt: skip
+    build_reports(records, tmp_path)
+    index = tmp_path / "index.html"
+    p = parse(index)
+    assert p.external == [] and "Sweeps" in p.headings
+    links = re.findall(r'<a href="([^"]+)"', index.read_text())
+    assert len(links) == 3 and all((tmp_path / href).is_file() for href in links)
+    assert p.images == ["sweep-glyphs-mini-model.embedding_size.png"]
+    assert (tmp_path / p.images[0]).read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,263 @@
+"""Forward + backward time per step of every registered loss, beside pytorch-metric-learning's.
+
+``python -m dmlbench.perf.losses`` builds each registered method with
+``create_method(name, None, num_classes, dim).build_loss()`` (paper defaults) and times one
+step — the loss on a batch of L2-normalised embeddings (a leaf that needs a gradient) and its
+backward pass — at two batch shapes by default, 120 × 64 and 180 × 512. Labels:
+
+- class-label methods: P × K batches with K the method's own ``samples_per_class`` (5 for
+  most, 2 for N-pair-style methods, 10 for prototypical) and P = batch / K classes, drawn from
+  ``--num-classes`` training classes (proxy methods own that many proxies);
+- continuous-label methods (log-ratio, triplet-dense, triplet-binary): pose label vectors
+  (14 joints × 2, uniform) under the pose distance they train with, row 0 the anchor;
+- DREML's loss takes the ensemble's embedding, L·D = 144 wide, whatever the batch shape says.
+
+The peer is pytorch-metric-learning's loss of the same formulation, given the same inputs:
+where our method wraps it (angular, lifted, multi-similarity, proxy-softmax, margin's loss,
+the triplet losses of triplet-dense and triplet-binary) the ratio is our wrapper's overhead
+(mining included: margin samples its own negatives, PML's ``DistanceWeightedMiner`` is the
+peer's, and triplet-dense mines its triplets, the peer is handed them); proxy-triplet is the
+same number as PML's ``TripletMarginLoss`` against the proxies. Losses PML does not have in
+the same form (their module docstrings say why) have no peer. Each step is timed ``--steps``
+times per round, ours and the peer taking turns for ``--rounds`` rounds; the table gives the
+median milliseconds per step.
+
+A last table checks that log-ratio's dense triplet mining is vectorised: at a 150-image
+minibatch (Kim et al.'s) the autograd graph has as many nodes as at 30 images (no Python loop
+over triplets), and the time per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from dmlbench.perf._common import (
+    Row,
+    add_common_options,
+    emit,
+    interleaved,
+    load_now,
+    machine_info,
+    markdown_table,
+    median,
+)
+
+JOINTS = 14
+Step = Callable[[], Any]
+
+
+def class_labels(batch: int, per_class: int, num_classes: int, seed: int) -> torch.Tensor:
+    """P × K labels (P = batch / K classes drawn from ``num_classes``), class after class."""
+    g = torch.Generator().manual_seed(seed)
+    per_class = per_class if batch % per_class == 0 else 5
+    classes = torch.randperm(num_classes, generator=g)[: batch // per_class]
+    labels = classes.repeat_interleave(per_class)
+    return torch.cat([labels, classes[: batch - len(labels)]])
+
+
+def pose_labels(batch: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, JOINTS * 2, generator=g) - 0.5
+
+
+def embeddings(batch: int, dim: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return F.normalize(torch.randn(batch, dim, generator=g), dim=1).requires_grad_(True)
+
+
+def peer_loss(name: str, method: Any, labels: torch.Tensor, num_classes: int, dim: int) -> Any:
+    """pytorch-metric-learning's loss of the same formulation as ``name``, as a callable
+    ``(x, labels) -> loss``, or ``None``."""
+    from pytorch_metric_learning import distances, losses, miners
+    from pytorch_metric_learning.reducers import MeanReducer
+
+    from dmlbench.methods.log_ratio import dense_triplets
+    from dmlbench.methods.triplet_dense import pml_triplet_loss
+
+    h = method.hparams
+    if name == "angular":
+        angular = losses.AngularLoss(alpha=float(h["alpha"]))
+        return lambda x, y: angular(F.normalize(x, dim=1), y)
+    if name == "lifted":
+        dist = distances.LpDistance(normalize_embeddings=False, p=2, power=1)
+        return losses.LiftedStructureLoss(neg_margin=h["margin"], pos_margin=0.0, distance=dist)
+    if name == "multi-similarity":
+        miner = miners.MultiSimilarityMiner(epsilon=h["epsilon"])
+        ms = losses.MultiSimilarityLoss(alpha=h["alpha"], beta=h["beta"], base=h["base"])
+        return lambda x, y: ms(x, y, miner(x, y))
+    if name == "proxy-softmax":
+        return losses.NormalizedSoftmaxLoss(num_classes, dim, h["temperature"])
+    if name == "margin":
+        miner = miners.DistanceWeightedMiner(h["cutoff"], h["nonzero_loss_cutoff"])
+        margin = losses.MarginLoss(
+            margin=h["margin"],
+            nu=h["nu"],
+            beta=h["beta"],
+            learn_beta=True,
+            num_classes=num_classes if h["beta_per_class"] else None,
+            distance=distances.LpDistance(normalize_embeddings=False, p=2, power=1),
+        )
+        return lambda x, y: margin(x, y, miner(x, y))
+    if name == "proxy-triplet":
+        proxies = torch.nn.Parameter(torch.randn(num_classes, dim))
+        triplet = losses.TripletMarginLoss(
+            margin=h["margin"], reducer=MeanReducer(), distance=distances.LpDistance(power=2)
+        )
+        ref_labels = torch.arange(num_classes)
+        return lambda x, y: triplet(x, y, ref_emb=proxies, ref_labels=ref_labels)
+    if name == "triplet-dense":
+        i, j = torch.nonzero(dense_triplets(method.anchor_distances(labels)), as_tuple=True)
+        triplets = (torch.zeros_like(i), i + 1, j + 1)
+        dense = pml_triplet_loss(h["margin"])
+        return lambda x, y: dense(x, indices_tuple=triplets)
+    if name == "triplet-binary":
+        positives = int(h["positives_per_batch"])
+        p, q = torch.meshgrid(
+            torch.arange(1, positives + 1), torch.arange(positives + 1, len(labels)), indexing="ij"
+        )
+        triplets = (torch.zeros(p.numel(), dtype=torch.long), p.reshape(-1), q.reshape(-1))
+        binary = pml_triplet_loss(h["margin"])
+        return lambda x, y: binary(x, indices_tuple=triplets)
+    return None
+
+
+def make_step(loss: Callable[..., torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> Step:
+    def step() -> None:
+        x.grad = None
+        loss(x, y).backward()
+
+    return step
+
+
+def setup(
+    name: str, batch: int, dim: int, num_classes: int, seed: int
+) -> tuple[Step, Step | None, str]:
+    """(our step, the peer's step or None, a description of the batch) for one method."""
+    from dmlbench.data.dense import PoseDistance
+    from dmlbench.methods import METHODS, create_method
+
+    cls = METHODS.get(name)
+    width = dim
+    if name == "dreml":
+        width = int(cls.defaults["learners"]) * int(cls.defaults["meta_classes"])
+    torch.manual_seed(seed)
+    method = create_method(name, None, num_classes, width)
+    if cls.label_kind == "continuous":
+        method.anchor_distances.bind(PoseDistance(2))  # type: ignore[attr-defined]
+        labels = pose_labels(batch, seed)
+        what = f"{batch}×{width}, pose labels"
+    else:
+        labels = class_labels(batch, int(method.hparams["samples_per_class"]), num_classes, seed)
+        per = int(torch.bincount(labels).max())
+        what = f"{batch}×{width}, {len(torch.unique(labels))}×{per}"
+    ours = method.build_loss()
+    x = embeddings(batch, width, seed)
+    peer = peer_loss(name, method, labels, num_classes, width)
+    return make_step(ours, x, labels), None if peer is None else make_step(peer, x, labels), what
+
+
+def graph_nodes(loss: torch.Tensor) -> int:
+    """Number of autograd nodes behind ``loss`` (a Python loop over triplets multiplies it)."""
+    seen, todo = set(), [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo += [next_fn for next_fn, _ in node.next_functions]
+    return len(seen)
+
+
+def log_ratio_check(dim: int, steps: int, seed: int) -> list[Row]:
+    from dmlbench.data.dense import PoseDistance
+    from dmlbench.methods import create_method
+    from dmlbench.methods.log_ratio import dense_triplets
+
+    rows = []
+    nodes = {}
+    for batch in (30, 150):
+        method = create_method("log-ratio", None, 1, dim)
+        method.anchor_distances.bind(PoseDistance(2))  # type: ignore[attr-defined]
+        loss = method.build_loss()
+        x, y = embeddings(batch, dim, seed), pose_labels(batch, seed)
+        nodes[batch] = graph_nodes(loss(x, y))
+        triplets = int(dense_triplets(method.anchor_distances(y)).sum())  # type: ignore[attr-defined]
+        times, _ = interleaved({"step": make_step(loss, x, y)}, repeats=steps, warmup=3)
+        rows.append(
+            Row(f"log-ratio, {batch}-image minibatch: ms per step ({triplets} triplets)",
+                1e3 * median(times["step"]))
+        )
+        rows.append(Row(f"log-ratio, {batch}-image minibatch: autograd nodes", float(nodes[batch])))
+    verdict = "yes" if nodes[150] == nodes[30] else "NO"
+    rows.append(Row("log-ratio: vectorised (graph size independent of the batch)", verdict))
+    return rows
+
+
+def parse_config(text: str) -> tuple[int, int]:
+    batch, _, dim = text.lower().partition("x")
+    return int(batch), int(dim)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from dmlbench.methods import METHODS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dmlbench.perf.losses",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        type=parse_config,
+        help="BATCHxDIM (repeatable); default 120x64 and 180x512",
+    )
+    parser.add_argument("--method", action="append", help="only these methods (repeatable)")
+    parser.add_argument("--num-classes", type=int, default=100, help="training classes (proxies)")
+    parser.add_argument("--steps", type=int, default=10, help="steps per round")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (median over rounds)")
+    parser.add_argument("--seed", type=int, default=0)
+    add_common_options(parser)
+    args = parser.parse_args(argv)
+    configs = args.config or [(120, 64), (180, 512)]
+    names = args.method or METHODS.list()
+    info = machine_info()
+    rows: list[Row] = []
+    slow: list[str] = []
+    for batch, dim in configs:
+        for name in names:
+            ours, peer, what = setup(name, batch, dim, args.num_classes, args.seed)
+            steps = {"ours": ours} | ({} if peer is None else {"peer": peer})
+
+            def block(fn: Step) -> Step:
+                return lambda: [fn() for _ in range(args.steps)]
+
+            times, _ = interleaved(
+                {k: block(v) for k, v in steps.items()}, repeats=args.rounds, warmup=1
+            )
+            ms = {k: 1e3 * median(v) / args.steps for k, v in times.items()}
+            row = Row(f"{name} ({what}), ms/step", ms["ours"], ms.get("peer"))
+            rows.append(row)
+            if "peer" in ms and ms["ours"] > 1.2 * ms["peer"]:
+                slow.append(f"{name} at {batch}×{dim}: {ms['ours'] / ms['peer']:.2f}× its peer")
+    check = log_ratio_check(64, steps=args.steps * args.rounds, seed=args.seed)
+    body = (
+        "Forward + backward per step (ratio = ours / peer; target ≤ 1.2):\n\n"
+        + markdown_table(rows)
+        + "\n\nSlower than 1.2× the peer: "
+        + ("; ".join(slow) if slow else "none")
+        + f"\n\nLog-ratio with dense triplet mining (64-d):\n\n{markdown_table(check)}\n"
+        + f"\nLoad average at the end: {load_now()}\n"
+    )
+    emit("dmlbench.perf.losses", info, body, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
