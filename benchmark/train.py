@@ -239,9 +239,10 @@ def train(
                     bar.set_postfix(epoch=state.epoch, loss=f"{value:.4f}")
                     if stop.requested:
                         save()
+                        saved = "the checkpoint is saved: " if checkpoint is not None else ""
                         raise TrainingInterrupted(
                             f"interrupted at step {state.steps} (epoch {state.epoch}); "
-                            "the checkpoint is saved: run the same command to resume"
+                            f"{saved}run the same command to resume"
                         )
                 loss_so_far = state.running_loss / max(state.running_n, 1)
                 if state.steps >= total and state.batch < len(sampler):
