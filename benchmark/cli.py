@@ -26,14 +26,10 @@ EPILOG_RUN = """examples:
 """
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from dmlbench.cli_options import apply_budget, search_options
+    from dmlbench.cli_options import apply_budget, resolve_methods, search_options
     from dmlbench.distributed import init_from_env
-    from dmlbench.methods import METHODS, load_plugins
+    from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
     from dmlbench.runner import RunOptions, run_protocol
@@ -50,12 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             {"model.backbone": args.backbone_override, "model.pretrained": None},
             name=protocol.name,
         )
-    if args.method is None:
-        methods = list(protocol.methods) or METHODS.list()
-    elif args.method == ["all"]:
-        methods = [m for m in METHODS.list() if METHODS.get(m).label_kind == _label_kind(protocol)]
-    else:
-        methods = args.method
+    methods = resolve_methods(protocol, args.method)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
     options = RunOptions(
         results_dir=Path(args.results_dir),
@@ -85,12 +76,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(text)
         print(f"written: {path} (and .csv)")
     return 0
-
-
-def _label_kind(protocol: object) -> str:
-    from dmlbench.data import DATASETS
-
-    return DATASETS.get(protocol.data.dataset).label_kind  # type: ignore[attr-defined]
 
 
 def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
@@ -187,7 +172,7 @@ EXTRA_COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from dmlbench.cli_options import add_budget_options
+    from dmlbench.cli_options import add_budget_options, add_common_options
 
     parser = argparse.ArgumentParser(
         prog="dmlbench",
@@ -207,38 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG_RUN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument(
-        "--protocol",
-        default="glyphs-mini",
-        help="shipped protocol name or YAML file (default: glyphs-mini)",
-    )
-    run.add_argument(
-        "--method",
-        type=_csv,
-        default=None,
-        help="comma-separated methods, or 'all' (default: the protocol's list)",
-    )
-    run.add_argument(
-        "--seed",
-        type=lambda s: [int(x) for x in _csv(s)],
-        default=None,
-        help="comma-separated seeds (default: the protocol's seeds)",
-    )
+    add_common_options(run)
     run.add_argument(
         "--hparam",
         action="append",
         metavar="METHOD.NAME=VALUE",
-        help="override one hyper-parameter of one method (repeatable)",
-    )
-    run.add_argument("--results-dir", default="results", help="where records go (default: results)")
-    run.add_argument("--reports-dir", default="reports", help="where tables go (default: reports)")
-    run.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
-    run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
-    run.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="stop training after N steps (smoke tests; marked in the record)",
+        help="fix one hyper-parameter of one method (repeatable; that method is not tuned and "
+        "its records are marked as overridden)",
     )
     run.add_argument(
         "--backbone-override",
@@ -262,15 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--channels-last", action="store_true", help="NHWC memory format (GPU)")
     run.add_argument("--compile", action="store_true", help="torch.compile the model")
-    run.add_argument("--force", action="store_true", help="recompute runs that have a record")
-    run.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE to register extra methods (repeatable)",
-    )
-    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_budget_options(run)
     run.set_defaults(func=cmd_run)
 

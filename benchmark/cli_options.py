@@ -1,5 +1,5 @@
-"""Command-line options shared by ``run``, ``sweep`` and ``search``: the tuning budget and
-where the search runs."""
+"""Command-line options shared by ``run``, ``sweep`` and ``search``: what to run, where, and
+the tuning budget — declared once so the three commands cannot drift apart."""
 
 from __future__ import annotations
 
@@ -7,6 +7,91 @@ import argparse
 from typing import Any
 
 from dmlbench.errors import DmlbenchError
+
+
+def csv_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def csv_ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in csv_list(text)]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from err
+
+
+def add_common_options(
+    parser: argparse.ArgumentParser,
+    *,
+    protocol_default: str | None = "glyphs-mini",
+    seeds: bool = True,
+    reports: bool = True,
+    force: bool = True,
+) -> None:
+    """--protocol --method [--seed] --results-dir [--reports-dir] --data-root --device
+    --max-steps [--force] --plugin --no-progress."""
+    if protocol_default is None:
+        parser.add_argument("--protocol", required=True, help="shipped protocol name or YAML file")
+    else:
+        parser.add_argument(
+            "--protocol",
+            default=protocol_default,
+            help=f"shipped protocol name or YAML file (default: {protocol_default})",
+        )
+    parser.add_argument(
+        "--method",
+        type=csv_list,
+        default=None,
+        help="comma-separated methods, or 'all' (default: the protocol's list)",
+    )
+    if seeds:
+        parser.add_argument(
+            "--seed",
+            type=csv_ints,
+            default=None,
+            help="comma-separated seeds (default: the protocol's seeds)",
+        )
+    parser.add_argument("--results-dir", default="results", help="records (default: results)")
+    if reports:
+        parser.add_argument("--reports-dir", default="reports", help="tables (default: reports)")
+    parser.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop training after N steps (smoke tests; marked in the records)",
+    )
+    if force:
+        parser.add_argument("--force", action="store_true", help="recompute existing records")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE to register extra methods (repeatable)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def resolve_methods(protocol: Any, names: list[str] | None) -> list[str]:
+    """``--method``: the protocol's list by default, ``all`` = every registered method of the
+    protocol's label kind, else the names given (unknown names fail with "did you mean")."""
+    from dmlbench.data import DATASETS
+    from dmlbench.methods import METHODS
+
+    if names is None:
+        methods = list(protocol.methods)
+    elif names == ["all"]:
+        kind = DATASETS.get(protocol.data.dataset).label_kind
+        methods = [m for m in METHODS.list() if METHODS.get(m).label_kind == kind]
+    else:
+        methods = list(names)
+    if not methods:
+        raise DmlbenchError(f"protocol {protocol.name} lists no methods; pass --method")
+    for name in methods:
+        METHODS.get(name)
+    return methods
 
 
 def add_budget_options(parser: argparse.ArgumentParser) -> None:

@@ -21,8 +21,8 @@ EPILOG = """examples:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from dmlbench.cli_options import apply_budget, search_options
-    from dmlbench.methods import METHODS, load_plugins
+    from dmlbench.cli_options import apply_budget, resolve_methods, search_options
+    from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.runner import RunOptions
 
@@ -30,9 +30,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     protocol = apply_budget(load_protocol(args.protocol), args)
     if protocol.search.trials == 0:
         raise DmlbenchError(f"protocol {protocol.name} has no tuning budget (search.trials: 0)")
-    methods = args.method if args.method is not None else list(protocol.methods)
-    for name in methods:
-        METHODS.get(name)
+    methods = resolve_methods(protocol, args.method)
     overrides: dict[str, Any] = {} if args.max_steps is None else {"max_steps": args.max_steps}
     run = RunOptions(
         results_dir=Path(args.results_dir),
@@ -86,12 +84,8 @@ def _status(protocol: Any, methods: list[str], run: Any) -> int:
     return 0
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
 def add_parser(subparsers: Any) -> None:
-    from dmlbench.cli_options import add_budget_options
+    from dmlbench.cli_options import add_budget_options, add_common_options
 
     p = subparsers.add_parser(
         "search",
@@ -103,14 +97,7 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--protocol", default="glyphs-mini", help="protocol name or YAML file")
-    p.add_argument("--method", type=_csv, default=None, help="comma-separated methods")
-    p.add_argument("--results-dir", default="results", help="trial records (default: results)")
-    p.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
-    p.add_argument("--max-steps", type=int, default=None, help="smoke tests (own study)")
+    add_common_options(p, seeds=False, reports=False, force=False)
     p.add_argument("--status", action="store_true", help="print each study's state and exit")
-    p.add_argument("--plugin", action="append", default=[], metavar="MODULE")
-    p.add_argument("--no-progress", action="store_true", help="one line per trial only")
     add_budget_options(p)
     p.set_defaults(func=cmd_search)

@@ -70,7 +70,7 @@ def run_sweep(
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from dmlbench.cli_options import apply_budget, search_options
+    from dmlbench.cli_options import apply_budget, resolve_methods, search_options
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
@@ -80,9 +80,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
     protocol = apply_budget(load_protocol(args.protocol), args)
     key, values = parse_over(args.over)
-    methods = args.method if args.method is not None else list(protocol.methods)
-    if not methods:
-        raise DmlbenchError(f"protocol {protocol.name} lists no methods; pass --method")
+    methods = resolve_methods(protocol, args.method)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
     options = RunOptions(
         results_dir=Path(args.results_dir),
@@ -104,10 +102,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "sweep",
@@ -118,45 +112,14 @@ def add_parser(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--protocol", required=True, help="shipped protocol name or YAML file")
+    from dmlbench.cli_options import add_budget_options, add_common_options
+
+    add_common_options(p, protocol_default=None)
     p.add_argument(
         "--over",
         required=True,
         metavar="KEY=V1,V2,...",
         help="dotted protocol key and its values, e.g. model.embedding_size=16,32",
     )
-    p.add_argument(
-        "--method",
-        type=_csv,
-        default=None,
-        help="comma-separated methods (default: the protocol's list)",
-    )
-    p.add_argument(
-        "--seed",
-        type=lambda s: [int(x) for x in _csv(s)],
-        default=None,
-        help="comma-separated seeds (default: the protocol's seeds)",
-    )
-    p.add_argument("--results-dir", default="results", help="where records go (default: results)")
-    p.add_argument("--reports-dir", default="reports", help="tables and plots (default: reports)")
-    p.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
-    p.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="stop training after N steps (smoke tests; marked in the records)",
-    )
-    p.add_argument("--force", action="store_true", help="recompute runs that have a record")
-    p.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE to register extra methods (repeatable)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    from dmlbench.cli_options import add_budget_options
-
     add_budget_options(p)
     p.set_defaults(func=cmd_sweep)

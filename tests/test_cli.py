@@ -120,4 +120,5 @@ def test_run_then_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-unt
         == 0
     )
     assert "| contrastive" in capsys.readouterr().out
-    assert len(list((tmp_path / "rep2").glob("*.html"))) == 1
+    pages = [p for p in (tmp_path / "rep2").glob("*.html") if p.name != "index.html"]
+    assert len(pages) == 1 and (tmp_path / "rep2" / "index.html").is_file()
