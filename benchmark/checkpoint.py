@@ -14,6 +14,8 @@ loop finishes the step, writes a checkpoint and raises :class:`TrainingInterrupt
 
 from __future__ import annotations
 
+import pickle
+import re
 import signal
 import threading
 from collections.abc import Iterator
@@ -117,7 +119,15 @@ def load_checkpoint(
             scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
         return Progress(**state["progress"])
-    except Exception as err:  # a torn or foreign file: say which, and how to recover
+    except pickle.UnpicklingError as err:  # a foreign or malicious file: refused, not run
+        found = re.search(r"GLOBAL (\S+)", str(err))
+        what = f"references {found.group(1)}" if found else "holds more than tensors"
         raise DmlbenchError(
-            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it to restart"
+            f"{path}: refused: the checkpoint {what} (weights_only loading allows tensors "
+            "only); delete it to restart that run"
+        ) from None
+    except Exception as err:  # a torn file: say which, and how to recover
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise DmlbenchError(
+            f"{path}: unreadable checkpoint ({type(err).__name__}: {first}); delete it to restart"
         ) from None

@@ -27,7 +27,7 @@ EPILOG_RUN = """examples:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dmlbench.cli_options import apply_budget, resolve_methods, search_options
+    from dmlbench.cli_options import apply_budget, check_run_args, resolve_methods, search_options
     from dmlbench.distributed import init_from_env
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
@@ -47,6 +47,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             name=protocol.name,
         )
     methods = resolve_methods(protocol, args.method)
+    check_run_args(args, methods)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
     options = RunOptions(
         results_dir=Path(args.results_dir),

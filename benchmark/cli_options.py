@@ -94,6 +94,35 @@ def resolve_methods(protocol: Any, names: list[str] | None) -> list[str]:
     return methods
 
 
+def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
+    """Numbers argparse cannot judge, and ``--hparam`` names, before any data is read."""
+    from dmlbench.methods import METHODS
+    from dmlbench.registry import did_you_mean
+
+    if args.max_steps is not None and args.max_steps < 1:
+        raise DmlbenchError(f"--max-steps {args.max_steps}: must be >= 1")
+    if getattr(args, "loader_workers", 0) < 0:
+        raise DmlbenchError(f"--loader-workers {args.loader_workers}: must be >= 0")
+    for seed in args.seed or []:
+        if seed < 0:
+            raise DmlbenchError(f"--seed {seed}: seeds must be >= 0")
+    for item in getattr(args, "hparam", None) or []:
+        key, eq, _ = item.partition("=")
+        method, dot, name = key.partition(".")
+        if not eq or not dot:
+            raise DmlbenchError(f"--hparam {item!r}: expected METHOD.NAME=VALUE")
+        if method not in methods:
+            hint = did_you_mean(method, methods)
+            raise DmlbenchError(f"--hparam {item}: method '{method}' is not being run{hint}")
+        allowed = sorted({*METHODS.get(method).defaults, "samples_per_class"})
+        if name not in allowed:
+            hint = did_you_mean(name, allowed)
+            raise DmlbenchError(
+                f"--hparam {item}: unknown hyper-parameter '{name}' of {method}{hint} "
+                f"(it has: {', '.join(allowed)})"
+            )
+
+
 def add_budget_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group(
         "tuning",

@@ -18,7 +18,7 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -134,7 +134,7 @@ class Protocol(StrictModel):
     optim: OptimSpec
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     search: SearchSpec = Field(default_factory=SearchSpec)
-    seeds: list[int] = Field(min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
     methods: list[str] = Field(default_factory=list, description="default methods of `run`")
 
     @property

@@ -124,6 +124,8 @@ class Cars196(ImageSource):
         )
         entries = []
         for rel, label in rows:
+            if not 1 <= label <= 196:  # a corrupt row, not a class the protocol leaves out
+                raise DataError(f"{root}: {rel}: class id {label} is outside 1..196")
             role = (
                 "train"
                 if in_range(label, params.train_classes)

@@ -38,6 +38,10 @@ class Cub200(ImageSource):
             label = to_int(cls, labels_txt, "class id")
             if image_id not in paths:
                 raise DataError(f"{labels_txt}: image id {image_id} is not in {images_txt}")
+            if not 1 <= label <= 200:  # a corrupt row, not a class the protocol leaves out
+                raise DataError(
+                    f"{labels_txt}: image {image_id}: class id {label} is outside 1..200"
+                )
             role = (
                 "train"
                 if in_range(label, params.train_classes)

@@ -1,4 +1,7 @@
-"""Equal-budget search: validation carving, defaults first, budget, no test image, NaN trials."""
+"""Equal-budget search: validation carving, defaults first, budget, no test image, interruptions.
+
+NaN/Inf trials are tested in tests/reliability/test_numerical.py.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +13,9 @@ import numpy as np
 import optuna
 import pytest
 import torch
-from torch import nn
 
 from dmlbench.data.base import ArrayImages, DataSplits, Split
-from dmlbench.methods import METHODS, Method
+from dmlbench.methods import METHODS
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_records
 from dmlbench.runner import RunOptions, run_protocol
@@ -173,51 +175,6 @@ def test_search_never_reads_a_test_image_and_finals_use_the_selection(
     assert final.search["trial"] == best.trial
     assert final.hparams == {**METHODS.get("contrastive").defaults, **best.hparams}
     assert len(final.curve) == final.search["epochs"]  # trained to the best validation epoch
-
-
-class _Explodes(nn.Module):
-    def __init__(self, explode: bool) -> None:
-        super().__init__()
-        self.explode = explode
-
-    def forward(self, emb: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        loss = (emb[:, 0] - labels.float() / 100).pow(2).mean()
-        return loss * float("nan") if self.explode else loss
-
-
-class ExplodingMethod(Method):
-    name = "explodes-test"
-    paper = "test double"
-    defaults = {"explode": True}
-
-    def build_loss(self) -> nn.Module:
-        return _Explodes(bool(self.hparams["explode"]))
-
-    @classmethod
-    def search_space(cls, trial: Any) -> dict[str, Any]:
-        return {"explode": trial.suggest_categorical("explode", [True, False])}
-
-
-def test_a_nan_trial_fails_with_its_reason_and_the_study_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from dmlbench.data import load_data
-
-    monkeypatch.setitem(METHODS._items, "explodes-test", ExplodingMethod)
-    protocol = tiny(trials=4)
-    data = load_data(protocol)
-    run = RunOptions(results_dir=tmp_path, progress=False)
-    sel = tune(protocol, "explodes-test", data.train, data.fingerprint, run, SearchOptions())
-    study = optuna.load_study(study_name=sel.study, storage=f"sqlite:///{tmp_path}/optuna.db")
-    first = study.trials[0]
-    assert first.state.name == "FAIL"
-    assert first.user_attrs["fail_reason"].startswith("non-finite loss at step 0")
-    assert count_trials(study).finished == 4  # the failed trial spent budget
-    assert sel.hparams == {"explode": False}
-    records, _ = load_records(tmp_path)
-    failed = [r for r in records if r.trial == 0]
-    assert failed[0].search["state"] == "fail" and not failed[0].metrics
-    assert not [r for r in records if r.stage == "final"]  # a trial never writes a final
 
 
 def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
