@@ -377,6 +377,17 @@ def tune(
     url = storage_url(options, run.results_dir)
     name = study_name(protocol, method, run.overrides)
     study = open_study(protocol, method, open_storage(url, options), name, url)
+    metric = objective_metric(protocol, train_split.label_kind)
+    if count_trials(study).finished >= protocol.search.trials:  # resumed: nothing left
+        return selection(study, metric)
+    from dmlbench.distributed import current
+
+    if current().is_distributed:
+        raise SearchError(
+            f"study {name} is unfinished: tuning under torchrun is not supported (every rank "
+            "would claim its own trial); run `dmlbench search` first (--workers N for N "
+            "processes), then the same `torchrun … dmlbench run` uses the finished study"
+        )
     procs = spawn_workers(protocol, method, run, options, url, options.workers - 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(threads_per_worker(options.workers) if procs else threads)
@@ -389,4 +400,4 @@ def tune(
     failed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
     if failed:
         raise SearchError(f"{len(failed)} search worker(s) of {name} exited with {failed}")
-    return selection(study, objective_metric(protocol, train_split.label_kind))
+    return selection(study, metric)

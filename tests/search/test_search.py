@@ -251,3 +251,19 @@ def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
     # trials are long enough that the spawned worker (import + data load) gets some
     assert len({t.user_attrs["pid"] for t in study.trials}) == 2
     assert sorted(r.trial for r in load_records(tmp_path)[0]) == list(range(6))
+
+
+def test_unfinished_study_under_torchrun_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dmlbench.distributed as distributed
+    from dmlbench.data import load_data
+    from dmlbench.search import SearchError
+
+    protocol = tiny(trials=2)
+    data = load_data(protocol)
+    world = distributed.current()
+    monkeypatch.setattr(distributed, "current", lambda: type(world)(rank=0, world_size=2))
+    run = RunOptions(results_dir=tmp_path, progress=False)
+    with pytest.raises(SearchError, match="tuning under torchrun is not supported"):
+        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
