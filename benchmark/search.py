@@ -241,6 +241,8 @@ def count_trials(study: optuna.Study) -> Counts:
     from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
     from optuna.trial import TrialState
 
+    quiet_optuna()  # retry_history is marked experimental
+
     trials = study.get_trials(deepcopy=False)
     replaced = {n for t in trials for n in Retry.retry_history(t)}
     replaced |= {int(t.user_attrs["retry_of"]) for t in trials if "retry_of" in t.user_attrs}
