@@ -202,9 +202,11 @@ def verify(
 
 
 def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread]) -> list[Row]:
-    """One row per metric of the committed record (a metric gone or untolerated fails)."""
+    """One row per metric of the committed record; a metric gone (``now`` NaN) or without a
+    tolerance fails. A metric new since the leaderboard was made has nothing to compare with
+    (:func:`run_check` names it)."""
     rows = []
-    for metric in sorted(set(committed.metrics) | set(now.metrics)):
+    for metric in sorted(committed.metrics):
         s = spreads.get(metric)
         rows.append(
             Row(
@@ -309,6 +311,12 @@ def run_check(
                 )
                 new = compare(n, board[n][m], now, tolerances.protocols[n].methods.get(m, {}))
                 rows += new
+                if extra := sorted(set(now.metrics) - set(old.metrics)):
+                    print(
+                        f"note: {n}/{m}: new metric(s) {', '.join(extra)} not on the "
+                        "leaderboard (not compared; --update adds them)",
+                        file=sys.stderr,
+                    )
                 bad = [r.metric for r in new if not r.ok]
                 verdict = f"FAIL {', '.join(bad)}" if bad else "ok"
                 print(
@@ -416,9 +424,10 @@ def update_leaderboard(
             records = _run(protocol, m, list(SPREAD_SEEDS), work, progress, force=stale)
             by_seed = {r.seed: r for r in records}
             seed0.append(by_seed[SEED])
+            common = set.intersection(*(set(by_seed[s].metrics) for s in SPREAD_SEEDS))
             spreads[m] = {
                 metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
-                for metric in by_seed[SEED].metrics
+                for metric in sorted(common)
             }
             print(
                 f"[{i:2}/{len(chosen[n])}] {n} {m:22} {time.perf_counter() - start:6.1f} s",
@@ -458,7 +467,7 @@ def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
     from dmlbench.report.build import build_reports
 
     records, _ = load_records(lb_dir)
-    written = build_reports(records, reports_dir)
+    written = build_reports(records, reports_dir, lb_dir / "published")  # as `dmlbench report`
     keep = {p.resolve() for p in written}
     for p in reports_dir.glob("*"):
         if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(LEADERBOARD)):
@@ -469,7 +478,7 @@ def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
 def cmd_check(args: argparse.Namespace) -> int:
     lb_dir = Path(args.leaderboard_dir)
     names = [args.protocol] if args.protocol else None
-    start, load = time.perf_counter(), os.getloadavg()[0]
+    start, cpu_start, load = time.perf_counter(), time.process_time(), os.getloadavg()[0]
     if args.update:
         work = Path(args.work_dir) if args.work_dir else _default_work_dir()
         update_leaderboard(
@@ -497,11 +506,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             )
         else:
             print(f"check passed: {len(rows)} metrics within tolerance")
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     print(
-        f"total wall time {wall // 60:.0f} min {wall % 60:04.1f} s "
-        f"(load average {load:.2f} at start, {os.getloadavg()[0]:.2f} at end, "
-        f"{os.cpu_count()} CPUs)"
+        f"total wall time {wall // 60:.0f} min {wall % 60:04.1f} s, CPU time "
+        f"{cpu // 60:.0f} min {cpu % 60:04.1f} s (load average {load:.2f} at start, "
+        f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
 

@@ -15,21 +15,23 @@ of every retrieval metric, as pytorch-metric-learning's AccuracyCalculator does;
 is reported as ``lone_queries``. Distances are Euclidean on L2-normalised embeddings unless the
 protocol says otherwise.
 
-How it is computed (the numbers are those of one exact k-NN search with k = max(K, R); only
-the work differs):
+How it is computed (the numbers are those of one exact k-NN search with k = max(K, R) and of
+``faiss.Kmeans``; only the work differs, which matters at SOP scale, see
+``python -m dmlbench.perf.evaluate``):
 
-- Retrieval: one exact k-NN search (faiss, blocked, never an N×N matrix) with k = the largest
+- Retrieval: one exact k-NN search (faiss, blocked: never an N×N matrix) with k = the largest
   R (at least 16) gives MAP@R, R-Precision and every Recall@K with K ≤ k. A larger K (SOP's
   Recall@1000) only needs the rank of each query's first same-class item, so a second search
-  with k = K runs for the few queries whose first same-class item is not in the first list.
-- NMI on large inputs (n × classes ≥ ``PRUNED_KMEANS_MIN_WORK``): the same k-means as
-  ``faiss.Kmeans`` — faiss's random initialisation (``rand_perm``), centroid update, split of
-  empty clusters and stop when the objective does not change (faiss ≥ 1.11) — but each point's
-  nearest centroid comes from a list of its 8 nearest centroids with a lower bound on the
-  others, refreshed only when the bound fails, so after the first two iterations only a few
-  points are searched again. The nearest centroid is the exact one (float64 where float32
-  cannot decide); faiss takes the float32 one, so the two can differ only when a point is
-  equidistant to two centroids within float32 rounding. Smaller inputs use ``faiss.Kmeans``.
+  with k = K runs only for the queries whose first same-class item is not in the first list.
+- NMI: k-means with faiss's settings and algorithm (``faiss.Kmeans``, 50 iterations, no
+  subsampling). When n × classes ≥ ``BOUNDED_KMEANS_MIN_WORK`` (SOP, In-shop) the same
+  iterations run in :func:`bounded_kmeans_assign`, which keeps each point's nearest centroids
+  and a lower bound on the others, so only points whose bound fails are searched again (at
+  SOP scale: all of them in the first two iterations, then ~15%, then a few dozen). It takes
+  the exact nearest centroid where faiss takes the float32 one: the clusters differ only if a
+  point is equidistant to two centroids within float32 rounding (ties go to the lowest
+  index), which moves NMI by the order of 1/n. Smaller inputs (and fewer than 17 classes)
+  run ``faiss.Kmeans`` itself.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import MetricsSpec
 
 KMEANS_NITER = 50
-PRUNED_KMEANS_MIN_WORK = 50_000_000  # n × k above which NMI uses the pruned k-means
+BOUNDED_KMEANS_MIN_WORK = 50_000_000  # n × k from which NMI uses bounded_kmeans_assign
 MIN_FIRST_K = 16  # the first k-NN list is at least this long (a few more neighbours are free)
 
 
@@ -140,15 +142,14 @@ def ranked_retrieval(
         if len(todo):
             k2 = min(max(large), usable)
             own = None if self_index is None else np.asarray(self_index)[todo]
-            match2 = gallery_labels[knn(queries[todo], gallery, k2, own)] == query_labels[todo, None]
+            match2 = (
+                gallery_labels[knn(queries[todo], gallery, k2, own)] == query_labels[todo, None]
+            )
             first[todo] = np.where(match2.any(axis=1), match2.argmax(axis=1), usable)
         for k in large:
             out[f"recall@{k}"] = float((first < k).mean())
-    return {key: out[key] for key in retrieval_metrics_order(spec) if key in out}
-
-
-def retrieval_metrics_order(spec: MetricsSpec) -> list[str]:
-    return [*(f"recall@{k}" for k in spec.recall_at), "r_precision", "map@r"]
+    order = [*(f"recall@{k}" for k in spec.recall_at), "r_precision", "map@r"]
+    return {key: out[key] for key in order if key in out}
 
 
 # --- NMI -------------------------------------------------------------------------------------
@@ -167,7 +168,7 @@ def kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int = KMEANS_NITER) -
     """Cluster of every row after faiss's k-means (no subsampling, one centroid per class)."""
     import faiss
 
-    if len(x) * k < PRUNED_KMEANS_MIN_WORK or k <= 16 or len(x) == k:
+    if len(x) * k < BOUNDED_KMEANS_MIN_WORK or k <= 16 or len(x) == k:
         kmeans = faiss.Kmeans(
             x.shape[1],
             k,
@@ -180,26 +181,31 @@ def kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int = KMEANS_NITER) -
         kmeans.train(x)
         _, assign = kmeans.index.search(x, 1)
         return np.asarray(assign[:, 0])
-    return pruned_kmeans_assign(x, k, seed, niter)
+    return bounded_kmeans_assign(x, k, seed, niter)
 
 
-def pruned_kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int) -> np.ndarray:
-    """``faiss.Kmeans(..., niter, seed)`` then ``index.search(x, 1)``, with bounded assignment.
+def bounded_kmeans_assign(x: np.ndarray, k: int, seed: int, niter: int) -> np.ndarray:
+    """``faiss.Kmeans(d, k, niter=niter, seed=seed, ...)`` then ``index.search(x, 1)``.
 
     Follows faiss's ``Clustering::train`` step by step: centroids start as the rows
-    ``rand_perm(n, seed + 1)[:k]``; each iteration assigns, sums the objective in float32,
-    recomputes centroids (float32 sums in row order, times 1/count), splits empty clusters and
-    stops once the objective equals the previous one (the last centroids are kept).
+    ``rand_perm(n, seed + 1)[:k]`` (all rows when n = k); each iteration assigns, sums the
+    objective in float32, recomputes centroids (float32 sums in row order, times 1/count),
+    splits empty clusters and stops once the objective equals the previous one, keeping the
+    centroids just computed. Only the assignment differs: :class:`_BoundedAssigner`.
     """
     import faiss
 
+    n = len(x)
+    if not 3 <= k <= n:
+        raise ValueError(f"k-means: need 3 <= k <= n, got k={k}, n={n}")
     if not np.isfinite(x).all():
         raise DmlbenchError("NMI: the embeddings contain NaN or Inf")
-    n = len(x)
-    perm = np.empty(n, dtype=np.int32)
-    faiss.rand_perm(faiss.swig_ptr(perm), n, seed + 1)
-    centroids = x[perm[:k]].copy()
     nearest = _BoundedAssigner(x)
+    if n == k:  # faiss copies the rows and does not iterate
+        return nearest(x.copy())[0]
+    perm = np.empty(n, dtype=np.int32)
+    faiss.rand_perm(faiss.swig_ptr(perm), n, seed + 1)  # type: ignore[attr-defined]
+    centroids = x[perm[:k]].copy()
     early_stop = hasattr(faiss.ClusteringParameters(), "early_stop_threshold")
     sums = _ClusterSums(x, k)
     previous = None

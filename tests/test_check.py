@@ -114,15 +114,18 @@ def test_moved_number_fails_naming_method_and_metric(
     data = json.loads(path.read_text())
     data["metrics"]["recall@1"] += 1.5 * spreads["recall@1"].tolerance  # beyond: fails
     data["metrics"]["recall@2"] -= 0.5 * spreads["recall@2"].tolerance  # within: passes
+    del data["metrics"]["nmi"]  # as if nmi were new since the leaderboard: noted, not failed
     path.write_text(json.dumps(data))
     code = main(["check", "--leaderboard-dir", str(board), "--no-progress"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 1
+    assert f"{TINY}/contrastive: new metric(s) nmi" in err
     [verdict] = [line for line in out.splitlines() if line.startswith("check FAILED")]
     assert f"{TINY}/contrastive recall@1" in verdict and " 1 of " in verdict
     mine = [line for line in out.splitlines() if line.startswith(f"{TINY}  contrastive ")]
     rows = {line.split()[2]: line for line in mine}
     assert rows["recall@1"].endswith("FAIL") and rows["recall@2"].endswith("ok")
+    assert "nmi" not in rows and len(rows) == len(spreads) - 1
 
 
 def test_method_subset_checks_only_that_entry(
@@ -164,6 +167,10 @@ def test_committed_leaderboard_matches_shipped_protocols() -> None:
     from dmlbench.data import load_data
 
     board_dir = REPO / "results" / "leaderboard"
+    if not board_dir.is_dir():
+        pytest.skip(
+            "no committed leaderboard yet (issue #7): generate it with `dmlbench check --update`"
+        )
     tolerances, board = check.load_leaderboard(board_dir)
     assert sorted(board) == sorted(check.LEADERBOARD)
     assert tolerances.seeds[0] == check.SEED and len(tolerances.seeds) >= 3

@@ -13,7 +13,6 @@ import multiprocessing
 import os
 import platform
 import resource
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,10 +52,14 @@ def _fmt(value: float | str | None, digits: int) -> str:
         return value
     if value != 0 and (abs(value) < 10 ** -(digits - 1) or abs(value) >= 10**6):
         return f"{value:.2e}"
-    return f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return (
+        f"{value:.{digits}g}" if abs(value) < 1 else f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    )
 
 
-def markdown_table(rows: Sequence[Row], header: Sequence[str] = ("figure", "ours", "peer", "ratio")) -> str:
+def markdown_table(
+    rows: Sequence[Row], header: Sequence[str] = ("figure", "ours", "peer", "ratio")
+) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
     return "\n".join(lines)
@@ -73,9 +76,10 @@ def parse_table(text: str) -> list[dict[str, str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if header is None:
             header = cells
-        elif not all(set(c) <= {"-", " "} for c in cells):
-            if header[:4] == ["figure", "ours", "peer", "ratio"]:
-                rows.append(dict(zip(header, cells, strict=False)))
+        elif header[:4] == ["figure", "ours", "peer", "ratio"] and any(
+            set(c) - {"-", " "} for c in cells
+        ):
+            rows.append(dict(zip(header, cells, strict=False)))
     return rows
 
 
@@ -126,30 +130,48 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def interleaved(
     fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """Seconds of each call and its last result; the functions take turns, so a change of
-    load on a shared machine hits all of them alike."""
+    """Seconds of each call and its last result. The functions take turns, in reverse order
+    every other round (A B, B A, ...), so a change of load on a shared machine, or an
+    advantage of going first or second, hits all of them alike."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     results: dict[str, Any] = {}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            seconds, results[name] = timed(fn)
+    for round_ in range(repeats):
+        for name in list(fns) if round_ % 2 == 0 else list(reversed(fns)):
+            seconds, results[name] = timed(fns[name])
             times[name].append(seconds)
     return times, results
 
 
-def median(values: Sequence[float]) -> float:
-    return float(statistics.median(values))
+def best(values: Sequence[float]) -> float:
+    """The fastest of repeated timings: what the code costs when nothing else gets in the way
+    (other processes on a shared machine only ever add time)."""
+    return float(min(values))
+
+
+def peak_rss_now() -> float:
+    """Peak resident memory of this process so far, in bytes.
+
+    ``VmHWM`` of ``/proc/self/status`` where it exists: unlike ``ru_maxrss``, which Linux
+    carries across ``exec`` (a spawned child would start at its parent's peak), it belongs to
+    this process image alone.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
 
 
 def _rss_child(target: Callable[..., Any], args: tuple[Any, ...], queue: Any) -> None:
-    prepare, run = target(*args)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _prepared, run = target(*args)  # kept alive: its memory counts in "before"
+    before = peak_rss_now()
     run()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put((before * 1024, after * 1024))  # Linux reports KiB
+    queue.put((before, peak_rss_now()))
 
 
 def peak_rss(target: Callable[..., Any], *args: Any) -> tuple[float, float]:

@@ -1,0 +1,161 @@
+"""Images/s of one training epoch through ``dmlbench.train.train`` against a bare PyTorch loop.
+
+``python -m dmlbench.perf.train`` loads a protocol (default ``glyphs-mini``) with one epoch
+and, for each method (default: the protocol's), runs in the same process, taking turns:
+
+- harness: ``dmlbench.train.train(protocol, method, split, seed, progress=False)`` on the
+  training split, the way ``dmlbench run`` trains (sampler, DataLoader, non-finite check,
+  progress bar object, scheduler, epoch hook plumbing);
+- floor: a minimal hand-written loop on the same things: the model from ``init_model`` (same
+  seed, so the same weights), the method's loss, the same optimizer and parameter groups
+  (``make_optimizer`` / ``param_groups``), the batches of the same sampler for the same seed
+  and epoch, and the split's own uint8 image tensor indexed directly — forward, loss,
+  zero_grad, backward, step.
+
+Both count images from the first batch to the end of the epoch (the harness's
+``images_per_second``; model construction is outside both), after an untimed warm-up of three
+batches. The two compute the same steps,
+so their mean losses must be equal: the table shows both as a check. The ratio is harness /
+floor (target ≥ 0.9); the two take turns (floor first, then harness first, ...) and the best
+of ``--repeats`` epochs counts for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from dmlbench.perf._common import (
+    Row,
+    add_common_options,
+    emit,
+    load_now,
+    machine_info,
+    markdown_table,
+)
+
+
+def one_epoch(protocol: Any, batch_size: int | None = None) -> Any:
+    """The protocol with one epoch (and another batch size when given)."""
+    update: dict[str, Any] = {"optim": protocol.optim.model_copy(update={"epochs": 1})}
+    if batch_size is not None:
+        update["batch"] = protocol.batch.model_copy(update={"size": batch_size})
+    return protocol.model_copy(update=update)
+
+
+def harness_epoch(protocol: Any, name: str, split: Any, seed: int) -> tuple[float, float]:
+    """(images/s, mean loss) of one epoch of ``dmlbench.train.train``."""
+    from dmlbench.methods import create_method
+    from dmlbench.train import train
+
+    method = create_method(name, None, _classes(split), protocol.model.embedding_size)
+    result = train(protocol, method, split, seed, progress=False)
+    return result.images_per_second, float(result.curve[-1]["loss"])
+
+
+def floor_epoch(
+    protocol: Any, name: str, split: Any, seed: int, max_batches: int | None = None
+) -> tuple[float, float]:
+    """(images/s, mean loss) of the same epoch in a bare loop (its first batches only when
+    ``max_batches`` is given: a warm-up)."""
+    from dmlbench.methods import create_method
+    from dmlbench.train import image_channels, init_model, make_optimizer, training_targets
+
+    method = create_method(name, None, _classes(split), protocol.model.embedding_size)
+    model = init_model(protocol, method, image_channels(split), seed)
+    loss_fn = method.build_loss()
+    groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    groups += method.param_groups(loss_fn, protocol.optim.lr)
+    opt = make_optimizer(protocol, groups)
+    sampler = method.batch_sampler(
+        split, protocol.batch.size, protocol.batch.samples_per_class, seed
+    )
+    sampler.set_epoch(0)
+    images, targets = split.images.images, training_targets(split)
+    model.train()
+    loss_fn.train()
+    start, count, total = time.perf_counter(), 0, 0.0
+    batches = list(sampler)[:max_batches]
+    for indices in batches:
+        idx = torch.as_tensor(indices)
+        x = images[idx].float().div_(255.0)
+        loss = loss_fn(model(x), targets[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        count += len(indices)
+    seconds = time.perf_counter() - start
+    return count / seconds, total / len(batches)
+
+
+def _classes(split: Any) -> int:
+    return len(np.unique(split.labels))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from dmlbench.data import load_data
+    from dmlbench.protocol import load_protocol
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dmlbench.perf.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--protocol", default="glyphs-mini")
+    parser.add_argument("--method", action="append", help="methods (default: the protocol's)")
+    parser.add_argument("--repeats", type=int, default=3, help="epochs timed per side; best counts")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-images", type=int, default=None, help="use only the first N training images"
+    )
+    parser.add_argument("--batch-size", type=int, default=None, help="instead of the protocol's")
+    add_common_options(parser)
+    args = parser.parse_args(argv)
+    protocol = one_epoch(load_protocol(args.protocol), args.batch_size)
+    split = load_data(protocol).train
+    if args.max_images is not None:
+        from dmlbench.data.base import ArrayImages, Split
+
+        keep = np.arange(min(args.max_images, len(split)))
+        split = Split(ArrayImages(split.images.images[keep].numpy()), split.labels[keep])
+    info = machine_info()
+    rows: list[Row] = []
+    for name in args.method or protocol.methods:
+        floor_epoch(protocol, name, split, args.seed, max_batches=3)  # warm-up, not timed
+        best = {"harness": 0.0, "floor": 0.0}
+        loss = {"harness": float("nan"), "floor": float("nan")}
+        sides = [("floor", floor_epoch), ("harness", harness_epoch)]
+        for repeat in range(args.repeats):  # floor, harness, harness, floor, ...
+            for side, fn in sides if repeat % 2 == 0 else sides[::-1]:
+                rate, loss[side] = fn(protocol, name, split, args.seed)
+                best[side] = max(best[side], rate)
+        rows.append(
+            Row(f"{name}: images/s (ratio = harness / floor)", best["harness"], best["floor"])
+        )
+        rows.append(
+            Row(
+                f"{name}: mean loss of the epoch (same steps: equal)",
+                loss["harness"],
+                loss["floor"],
+                digits=6,
+            )
+        )
+    body = (
+        f"{args.protocol}, one epoch of {len(split)} training images, batch "
+        f"{protocol.batch.size}, {torch.get_num_threads()} torch threads; ours = "
+        "dmlbench.train.train, peer = the bare loop (target ratio ≥ 0.9):\n\n"
+        + markdown_table(rows)
+        + f"\n\nLoad average at the end: {load_now()}\n"
+    )
+    emit("dmlbench.perf.train", info, body, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""The evaluation, loss and training-loop benchmarks run on tiny sizes and print parseable
+ratios; the engine paths they exist to measure (two-stage retrieval, bounded k-means) give the
+numbers of the plain computations. No test asserts a speed."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+import dmlbench.evaluate as engine
+from dmlbench.perf import evaluate as perf_evaluate
+from dmlbench.perf import losses as perf_losses
+from dmlbench.perf import train as perf_train
+from dmlbench.perf._common import parse_table
+from dmlbench.protocol import MetricsSpec
+
+
+def ratios(text: str) -> dict[str, float]:
+    rows = parse_table(text)
+    assert rows, "no figure | ours | peer | ratio table"
+    return {row["figure"]: float(row["ratio"]) for row in rows if row["ratio"] != "—"}
+
+
+def test_evaluate_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "BOUNDED_KMEANS_MIN_WORK", 0)  # NMI: the bounded k-means
+    out = tmp_path / "evaluate.md"
+    args = ["--size", "tiny=500,16,40,0.8", "--repeats", "1", "--out", str(out)]
+    assert perf_evaluate.main(args) == 0  # its own check: shared metrics equal to 1e-4
+    printed = capsys.readouterr().out
+    assert out.read_text(encoding="utf-8").strip() == printed.strip()
+    assert "Equality check (|ours − peer| ≤ 1e-4 on every shared metric): PASS" in printed
+    r = ratios(printed)
+    for figure in ("full metric set", "retrieval metrics", "NMI", "floor"):
+        assert any(f"tiny: {figure}" in key and math.isfinite(v) and v > 0 for key, v in r.items())
+    rows = {row["figure"]: row for row in parse_table(printed)}
+    peak = rows["tiny: peak RSS of a process running it, GB"]
+    assert 0.01 < float(peak["ours"]) < 4.0
+    for name in ("recall@1", "map@r", "r_precision", "nmi"):
+        row = next(v for k, v in rows.items() if k.startswith(f"tiny: {name} (peer"))
+        assert float(row["ours"]) == pytest.approx(float(row["peer"]), abs=1e-4)
+
+
+def test_losses_script(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--config", "24x16", "--steps", "1", "--rounds", "1", "--num-classes", "20"]
+    for name in ("angular", "log-ratio", "proxy-triplet", "triplet-dense", "npairs"):
+        args += ["--method", name]
+    assert perf_losses.main(args) == 0
+    printed = capsys.readouterr().out
+    r = ratios(printed)
+    with_peer = {k.split(" ")[0] for k in r}
+    assert with_peer == {"angular", "proxy-triplet", "triplet-dense"}  # npairs, log-ratio: none
+    assert all(math.isfinite(v) and v > 0 for v in r.values())
+    rows = {row["figure"]: row for row in parse_table(printed)}
+    assert rows["log-ratio: vectorised (graph size independent of the batch)"]["ours"] == "yes"
+
+
+def test_train_script(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "--method",
+        "contrastive",
+        "--repeats",
+        "1",
+        "--max-images",
+        "160",
+        "--batch-size",
+        "16",
+    ]
+    assert perf_train.main(args) == 0
+    rows = {row["figure"]: row for row in parse_table(capsys.readouterr().out)}
+    speed = rows["contrastive: images/s (ratio = harness / floor)"]
+    assert float(speed["ours"]) > 0 and float(speed["peer"]) > 0 and float(speed["ratio"]) > 0
+    loss = rows["contrastive: mean loss of the epoch (same steps: equal)"]
+    assert float(loss["ours"]) == pytest.approx(float(loss["peer"]), rel=1e-6)  # same steps
+
+
+def single_search(x: np.ndarray, labels: np.ndarray, spec: MetricsSpec) -> dict[str, float]:
+    """The metrics from one k-NN search with k = max(K, R), as the engine used to do."""
+    x = engine.l2_normalize(x)
+    counts = np.bincount(labels)[labels] - 1
+    keep = counts > 0
+    k = min(max([*spec.recall_at, int(counts.max())]), len(x) - 1)
+    nn = engine.knn(x[keep], x, k, np.flatnonzero(keep))
+    return engine.retrieval_metrics(labels[nn], labels[keep], counts[keep], spec.recall_at)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_two_stage_retrieval_equals_one_search(seed: int) -> None:
+    x, labels = perf_evaluate.make_embeddings(700, 8, 90, 1.2, seed)
+    labels = labels.copy()
+    labels[:5] = 1000 + np.arange(5)  # lone queries
+    spec = MetricsSpec(recall_at=[1, 4, 16, 17, 100, 650], nmi=False)
+    ours = engine.evaluate(x, labels, spec)
+    assert ours["lone_queries"] == 5
+    reference = single_search(x, labels, spec)
+    assert {k: ours[k] for k in reference} == pytest.approx(reference, abs=1e-12)
+
+
+def faiss_assign(x: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, int, int]:
+    """faiss's k-means clusters, its number of iterations and of cluster splits."""
+    km = faiss.Kmeans(
+        x.shape[1], k, niter=50, seed=seed, min_points_per_centroid=1, max_points_per_centroid=10**6
+    )
+    km.train(x)
+    stats = km.iteration_stats or []
+    return km.index.search(x, 1)[1][:, 0], len(stats), sum(s["nsplit"] for s in stats)
+
+
+@pytest.mark.parametrize("case", ["clustered", "blob", "wide"])
+def test_bounded_kmeans_equals_faiss(case: str) -> None:
+    rng = np.random.default_rng(7)
+    if case == "clustered":  # converges early (faiss's stop rule)
+        x, _ = perf_evaluate.make_embeddings(3000, 24, 400, 1.2)
+        x = engine.l2_normalize(x).astype(np.float32)
+        k = 400
+    elif case == "blob":  # many centroids start in one tight blob: empty clusters are split
+        rng = np.random.default_rng(3)
+        x = np.concatenate([0.05 * rng.normal(size=(600, 4)), 3 * rng.normal(size=(100, 4))])
+        x = x[rng.permutation(len(x))].astype(np.float32)
+        k = 120
+    else:  # unnormalised, large norms
+        x = (20 * rng.normal(size=(1500, 32))).astype(np.float32)
+        k = 120
+    ours = engine.bounded_kmeans_assign(x, k, seed=3, niter=50)
+    theirs, iterations, splits = faiss_assign(x, k, seed=3)
+    np.testing.assert_array_equal(ours, theirs)
+    if case == "clustered":
+        assert iterations < 50  # stopped on an unchanged objective
+    if case == "blob":
+        assert splits > 0
