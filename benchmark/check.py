@@ -59,7 +59,7 @@ TOLERANCES = "tolerances.yaml"
 UNTRAINED = "untrained"  # dmlbench.runner.UNTRAINED, without importing torch for --help
 
 EPILOG = """examples:
-  dmlbench check                                  # both protocols, every method (< 15 min)
+  dmlbench check                                  # both protocols, every method
   dmlbench check --protocol glyphs-mini --method contrastive,untrained
   dmlbench check --update                         # regenerate: seeds 0-2, tolerances, report
 """
