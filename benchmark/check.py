@@ -38,6 +38,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -267,9 +268,22 @@ def _select(
 
 
 def run_check(
-    lb_dir: Path, names: list[str] | None, methods: list[str] | None, progress: bool = True
+    lb_dir: Path,
+    names: list[str] | None,
+    methods: list[str] | None,
+    progress: bool = True,
+    on_entry: Callable[[str, str, float, Record], None] | None = None,
+    jobs: int = 1,
 ) -> list[Row]:
-    """Re-run the chosen entries in a temporary folder; one row per metric."""
+    """Re-run the chosen entries in a temporary folder; one row per metric.
+
+    With ``jobs > 1`` the trained entries run side by side in ``jobs`` spawned processes of
+    ``cpus // jobs`` torch threads each, longest first (by the committed record's training
+    time). That cannot move a number: training here gives bit-identical records at any thread
+    count (``tests/test_check.py`` checks 1 against 2 threads). Untrained rows, a few seconds
+    each, run first in this process. ``on_entry(protocol, method, seconds, record)`` is
+    called after each entry (``dmlbench.perf.check`` times them with it).
+    """
     from dmlbench.data import load_data
 
     tolerances, board = load_leaderboard(lb_dir)
@@ -291,41 +305,99 @@ def run_check(
                 )
         for m in sorted(set(leaderboard_methods(protocols[n])) - set(board[n])):
             print(f"warning: {n}: {m} is not on the leaderboard yet", file=sys.stderr)
-    total = sum(len(ms) for ms in chosen.values())
-    rows: list[Row] = []
+    entries = [(n, m) for n in names for m in chosen[n]]
+    results: dict[tuple[str, str], Record] = {}
+
+    def finished(n: str, m: str, seconds: float, now: Record) -> None:
+        results[n, m] = now
+        if on_entry is not None:
+            on_entry(n, m, seconds, now)
+        old = board[n][m]
+        if extra := sorted(set(now.metrics) - set(old.metrics)):
+            print(
+                f"note: {n}/{m}: new metric(s) {', '.join(extra)} not on the leaderboard "
+                "(not compared; --update adds them)",
+                file=sys.stderr,
+            )
+        rows = compare(n, old, now, tolerances.protocols[n].methods.get(m, {}))
+        bad = [r.metric for r in rows if not r.ok]
+        verdict = f"FAIL {', '.join(bad)}" if bad else "ok"
+        print(
+            f"[{len(results):2}/{len(entries)}] {n} {m:22} {seconds:6.1f} s  {verdict}",
+            file=sys.stderr,
+            flush=True,
+        )
+
     with tempfile.TemporaryDirectory(prefix="dmlbench-check-") as tmp:
-        done = 0
-        for n in names:
-            for m in chosen[n]:
-                done += 1
-                start = time.perf_counter()
-                old = board[n][m]
-                same = old.hparams == expected_hparams(m)
-                [now] = _run(
-                    protocols[n],
-                    m,
-                    [old.seed],
-                    Path(tmp),
-                    progress,
-                    hparams=None if same else old.hparams,
-                )
-                new = compare(n, board[n][m], now, tolerances.protocols[n].methods.get(m, {}))
-                rows += new
-                if extra := sorted(set(now.metrics) - set(old.metrics)):
-                    print(
-                        f"note: {n}/{m}: new metric(s) {', '.join(extra)} not on the "
-                        "leaderboard (not compared; --update adds them)",
-                        file=sys.stderr,
-                    )
-                bad = [r.metric for r in new if not r.ok]
-                verdict = f"FAIL {', '.join(bad)}" if bad else "ok"
-                print(
-                    f"[{done:2}/{total}] {n} {m:22} {time.perf_counter() - start:6.1f} s  "
-                    f"{verdict}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    return rows
+        work = Path(tmp)
+        trained = [(n, m) for n, m in entries if m != UNTRAINED]
+        for n, m in [e for e in entries if e[1] == UNTRAINED] + ([] if jobs > 1 else trained):
+            start = time.perf_counter()
+            now = _run_entry(protocols[n], board[n][m], work, progress)
+            finished(n, m, time.perf_counter() - start, now)
+        if jobs > 1 and trained:
+            trained.sort(key=lambda e: -board[e[0]][e[1]].timings.wall_seconds)  # longest first
+            _run_parallel(trained, protocols, board, work, jobs, finished)
+    return [
+        row
+        for n, m in entries
+        for row in compare(
+            n, board[n][m], results[n, m], tolerances.protocols[n].methods.get(m, {})
+        )
+    ]
+
+
+def _run_entry(protocol: Any, committed: Record, work: Path, progress: bool) -> Record:
+    """Re-run one committed entry: its seed, and its hyper-parameters when they differ from
+    what the method would run now (the warning above)."""
+    m = committed.method
+    same = committed.hparams == expected_hparams(m)
+    [now] = _run(
+        protocol, m, [committed.seed], work, progress, hparams=None if same else committed.hparams
+    )
+    return now
+
+
+def _timed_entry(protocol: Any, committed: Record, work: Path) -> tuple[float, Record]:
+    start = time.perf_counter()
+    now = _run_entry(protocol, committed, work, progress=False)
+    return time.perf_counter() - start, now
+
+
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_parallel(
+    entries: list[tuple[str, str]],
+    protocols: dict[str, Any],
+    board: dict[str, dict[str, Record]],
+    work: Path,
+    jobs: int,
+    finished: Callable[[str, str, float, Record], None],
+) -> None:
+    """The entries in ``jobs`` spawned processes; ``finished`` as each one ends."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    threads = max(1, default_jobs() // jobs) if jobs <= default_jobs() else 1
+    with ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_set_threads,
+        initargs=(threads,),
+    ) as pool:
+        pending = {
+            pool.submit(_timed_entry, protocols[n], board[n][m], work): (n, m) for n, m in entries
+        }
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                n, m = pending.pop(future)
+                seconds, now = future.result()
+                finished(n, m, seconds, now)
 
 
 def format_rows(rows: list[Row]) -> str:
@@ -492,7 +564,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"written: {lb_dir / TOLERANCES}, the seed-{SEED} records and {args.reports_dir}")
         failed: list[Row] = []
     else:
-        rows = run_check(lb_dir, names, args.method, progress=not args.no_progress)
+        jobs = args.jobs or default_jobs()
+        progress = not args.no_progress and jobs == 1
+        rows = run_check(lb_dir, names, args.method, progress=progress, jobs=jobs)
         print(format_rows(rows))
         failed = [r for r in rows if not r.ok]
         if failed:
@@ -513,6 +587,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
+
+
+def default_jobs() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
 
 
 def _default_work_dir() -> Path:
@@ -570,6 +652,13 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="with --update: records of all seeds, reused when the update is "
         "interrupted (default: $DMLBENCH_CACHE/leaderboard-runs)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="entries run side by side, each with cpus/jobs torch threads; the numbers do not "
+        "depend on it (default: the number of CPUs, at most 8; 1 shows progress bars)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
     p.set_defaults(func=cmd_check)

@@ -158,6 +158,54 @@ def test_changed_data_is_refused(board: Path, capsys: pytest.CaptureFixture[str]
     assert code == 2 and len(err.splitlines()) == 1 and "data fingerprint" in err
 
 
+def test_records_do_not_depend_on_the_thread_count(built: Path, tmp_path: Path) -> None:
+    """What lets ``--jobs`` run entries side by side on fewer threads each: the same entry
+    trained on 1 and on 2 torch threads gives bit-identical losses and metrics."""
+    import torch
+
+    protocol = load_protocol(str(tiny_protocol_file(built))).without_search()
+    before = torch.get_num_threads()
+    records = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            records += check._run(protocol, "contrastive", [0], tmp_path / str(threads), False)
+    finally:
+        torch.set_num_threads(before)
+    one, two = records
+    assert one.curve == two.curve and one.metrics == two.metrics
+
+
+def test_parallel_check_gives_the_sequential_rows(
+    board: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = {}
+    for jobs in (1, 2):
+        rows[jobs] = check.run_check(board, None, None, progress=False, jobs=jobs)
+    assert rows[1] == rows[2] and all(r.ok for r in rows[2])
+    assert "[ 2/2]" in capsys.readouterr().err
+
+
+def test_perf_check_script_times_every_entry(
+    board: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dmlbench.perf import check as perf_check
+    from dmlbench.perf._common import parse_table
+
+    out = tmp_path / "check.md"
+    assert perf_check.main(["--leaderboard-dir", str(board), "--jobs", "2", "--out", str(out)]) == 0
+    rows = {row["figure"]: row for row in parse_table(out.read_text(encoding="utf-8"))}
+    for method in ("contrastive", "untrained"):
+        entry = rows[f"{TINY} {method}: s (peer column: of which training)"]
+        assert float(entry["ours"]) > 0 and float(entry["peer"]) <= float(entry["ours"])
+    whole = next(row for key, row in rows.items() if key.startswith("whole check: wall time"))
+    assert float(whole["peer"]) == 15 and float(whole["ratio"]) == pytest.approx(
+        float(whole["ours"]) / 15, abs=0.01
+    )
+    assert rows["check verdict"]["ours"].startswith("passed")
+    capsys.readouterr()
+
+
 # --------------------------------------------------------------- the committed leaderboard
 
 

@@ -14,9 +14,10 @@ backward pass — at two batch shapes by default, 120 × 64 and 180 × 512. Labe
 
 The peer is pytorch-metric-learning's loss of the same formulation, given the same inputs:
 where our method wraps it (angular, lifted, multi-similarity, proxy-softmax, margin's loss,
-the triplet losses of triplet-dense and triplet-binary) the ratio is our wrapper's overhead
-(mining included: margin samples its own negatives, PML's ``DistanceWeightedMiner`` is the
-peer's, and triplet-dense mines its triplets, the peer is handed them); proxy-triplet is the
+the triplet loss of triplet-binary) the ratio is our wrapper's overhead (mining included:
+margin samples its own negatives, PML's ``DistanceWeightedMiner`` is the peer's).
+triplet-dense mines its triplets and computes eq. 11 from the one anchor's distances; its
+peer is PML's ``TripletMarginLoss`` handed the mined triplets. proxy-triplet is the
 same number as PML's ``TripletMarginLoss`` against the proxies. Losses PML does not have in
 the same form (their module docstrings say why) have no peer. Each step is timed ``--steps``
 times per round, ours and the peer taking turns for ``--rounds`` rounds (a loss slower than

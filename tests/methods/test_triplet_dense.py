@@ -9,7 +9,8 @@ import torch
 from pytorch_metric_learning.losses import TripletMarginLoss
 
 from dmlbench.methods import create_method
-from dmlbench.methods.triplet_dense import DenseTripletLoss
+from dmlbench.methods.log_ratio import dense_triplets
+from dmlbench.methods.triplet_dense import DenseTripletLoss, pml_triplet_loss
 
 MARGIN = 0.03
 
@@ -45,6 +46,24 @@ def test_matches_reference_value_and_gradient(seed: int, normalize: bool) -> Non
     ours.backward()
     ref.backward()
     assert math.isclose(float(ours.detach()), float(ref.detach()), rel_tol=1e-9)
+    torch.testing.assert_close(e1.grad, e2.grad, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matches_pytorch_metric_learning_given_the_triplets(seed: int) -> None:
+    """Our one-anchor broadcast equals PML's TripletMarginLoss handed the dense triplets."""
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randn(30, 16, generator=g, dtype=torch.float64)
+    labels = torch.randn(30, 3, generator=g, dtype=torch.float64)
+    e1, e2 = emb.clone().requires_grad_(True), emb.clone().requires_grad_(True)
+    i, j = torch.nonzero(
+        dense_triplets(torch.linalg.norm(labels - labels[0], dim=1)), as_tuple=True
+    )
+    peer = pml_triplet_loss(MARGIN)(e2, indices_tuple=(torch.zeros_like(i), i + 1, j + 1))
+    ours = loss_fn()(e1, labels)
+    ours.backward()
+    peer.backward()
+    assert math.isclose(float(ours.detach()), float(peer.detach()), rel_tol=1e-9)
     torch.testing.assert_close(e1.grad, e2.grad, rtol=1e-7, atol=1e-10)
 
 

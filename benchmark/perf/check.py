@@ -1,0 +1,98 @@
+"""Wall time of ``dmlbench check``: the whole embedded leaderboard, re-run (issue #8.4).
+
+``python -m dmlbench.perf.check`` runs what ``dmlbench check`` runs (every committed entry
+of ``results/leaderboard``, seed 0, in a temporary folder) and prints, per entry, the
+seconds of the re-run and how many of them were training (the record's ``train_seconds``;
+the rest is data loading, evaluation and records). The last rows compare the whole check
+with its target, 15 minutes on 2 CPU cores (ratio = ours / target, ≤ 1 meets it), and say
+whether the check itself passed. It has no peer: nothing else runs this leaderboard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from dmlbench.check import LEADERBOARD, default_jobs, run_check
+from dmlbench.perf._common import (
+    Row,
+    add_common_options,
+    emit,
+    load_now,
+    machine_info,
+    markdown_table,
+)
+from dmlbench.records import Record
+
+TARGET_SECONDS = 15 * 60
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m dmlbench.perf.check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--protocol", choices=sorted(LEADERBOARD), default=None)
+    parser.add_argument("--method", action="append", help="only these entries (repeatable)")
+    parser.add_argument("--leaderboard-dir", type=Path, default=Path("results/leaderboard"))
+    parser.add_argument(
+        "--jobs", type=int, default=0, help="as dmlbench check --jobs (default: the CPUs, ≤ 8)"
+    )
+    add_common_options(parser)
+    args = parser.parse_args(argv)
+    info = machine_info()
+    entries: list[tuple[str, str, float, Record]] = []
+    start, cpu_start = time.perf_counter(), time.process_time()
+    rows = run_check(
+        args.leaderboard_dir,
+        [args.protocol] if args.protocol else None,
+        args.method,
+        progress=False,
+        on_entry=lambda n, m, s, r: entries.append((n, m, s, r)),
+        jobs=args.jobs or default_jobs(),
+    )
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    table = [
+        Row(
+            f"{n} {m}: s (peer column: of which training)",
+            seconds,
+            record.timings.train_seconds,
+            ratio=record.timings.train_seconds / seconds if seconds else None,
+        )
+        for n, m, seconds, record in entries
+    ]
+    training = sum(r.timings.train_seconds for *_, r in entries)
+    failed = [r for r in rows if not r.ok]
+    table += [
+        Row(
+            "whole check: training, min (ratio = share of the wall time)",
+            training / 60,
+            ratio=training / wall if wall else None,
+        ),
+        Row("whole check: CPU time of this process, min", cpu / 60),
+        Row(
+            f"whole check: wall time, min (peer: the target; {os.cpu_count()} CPUs)",
+            wall / 60,
+            TARGET_SECONDS / 60,
+        ),
+        Row(
+            "check verdict",
+            f"{'FAILED' if failed else 'passed'}: {len(rows) - len(failed)} of {len(rows)} "
+            "metrics within tolerance",
+        ),
+    ]
+    body = (
+        f"`dmlbench check` of {args.leaderboard_dir}, {len(entries)} entries, "
+        f"{args.jobs or default_jobs()} job(s) (target: the whole check under 15 minutes on 2 "
+        "cores):\n\n" + markdown_table(table) + f"\n\nLoad average at the end: {load_now()}\n"
+    )
+    emit("dmlbench.perf.check", info, body, args.out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
