@@ -9,11 +9,14 @@ results/leaderboard --reports-dir reports/leaderboard`` renders them.
 
 Tolerances come from measured seed-to-seed spread, not from a guess: ``dmlbench check
 --update`` runs seeds 0, 1 and 2 of every entry and stores, per (protocol, method, metric), the
-three values, their sample standard deviation (``ddof=1``) and ``tolerance = K · std``
-(``K = 3``). Only a metric whose spread is exactly 0 (a count such as ``queries``, a saturated
-recall) gets the absolute floor ``FLOOR`` instead, so a re-run must reproduce it. The committed
-numbers are the seed-0 records; seeds 1 and 2 stay in the work folder, their values in
-``tolerances.yaml``.
+three values, their sample standard deviation (``ddof=1``), the protocol's typical std of that
+metric (the median over its trained entries, :func:`typical_std`) and ``tolerance = K ·
+max(std, typical std)`` (``K = 3``). Only a metric whose spread is exactly 0 everywhere (a
+count such as ``queries``) gets the absolute floor ``FLOOR`` instead, so a re-run must
+reproduce it. The committed numbers are the seed-0 records; seeds 1 and 2 stay in the work
+folder, their values in ``tolerances.yaml``. Every run uses one torch thread
+(:mod:`dmlbench.check_runs` says why), so a re-run on the same kind of machine reproduces the
+committed numbers exactly and the tolerance only matters when the code changed.
 
 ``dmlbench check`` re-runs seed 0 of every entry in a temporary folder with the committed
 hyper-parameters, prints a diff table and exits 1 when a metric moved more than its tolerance.
@@ -35,6 +38,7 @@ import math
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -47,6 +51,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
+from dmlbench.check_runs import THREADS, UNTRAINED, Task, default_jobs, run_tasks
 from dmlbench.errors import DmlbenchError
 from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
 
@@ -57,7 +62,11 @@ SPREAD_SEEDS = (0, 1, 2)
 K = 3.0
 FLOOR = 0.005
 TOLERANCES = "tolerances.yaml"
-UNTRAINED = "untrained"  # dmlbench.runner.UNTRAINED, without importing torch for --help
+RULE = (
+    "tolerance = k * max(std, typical_std): std = sample std of the entry's metric over the "
+    "seeds (ddof=1), typical_std = median of that std over the protocol's trained entries; "
+    "floor only when both are 0"
+)
 
 EPILOG = """examples:
   dmlbench check                                  # both protocols, every method
@@ -71,11 +80,19 @@ class _Strict(BaseModel):
 
 
 class Spread(_Strict):
-    """One metric of one entry: its value per seed, their std and the tolerance."""
+    """One metric of one entry: its value per seed, their std, the protocol's typical std
+    of that metric and the tolerance (``RULE``)."""
 
     values: list[float]
     std: float
+    typical_std: float = 0.0
     tolerance: float
+
+    def with_typical(self, typical: float, k: float = K, floor: float = FLOOR) -> Spread:
+        wide = max(self.std, typical)
+        return self.model_copy(
+            update={"typical_std": typical, "tolerance": k * wide if wide > 0 else floor}
+        )
 
 
 class ProtocolTolerances(_Strict):
@@ -157,6 +174,22 @@ def spread(values: list[float], k: float = K, floor: float = FLOOR) -> Spread:
     return Spread(values=values, std=std, tolerance=k * std if std > 0 else floor)
 
 
+def typical_std(spreads: dict[str, dict[str, Spread]]) -> dict[str, float]:
+    """Per metric, the median over the trained entries of their seed-to-seed std.
+
+    Three seeds give a noisy std: by chance it can come out several times smaller than the
+    metric's real spread (poses-mini's triplet-dense got 0.0009 for ndcg@1, a tenth of the
+    protocol's typical 0.010), which would fail a harmless change. The tolerance therefore
+    never goes below ``k`` times what is typical for that metric under that protocol.
+    """
+    trained = {m: e for m, e in spreads.items() if m != UNTRAINED} or spreads
+    metrics = {metric for entry in trained.values() for metric in entry}
+    return {
+        metric: statistics.median(e[metric].std for e in trained.values() if metric in e)
+        for metric in sorted(metrics)
+    } | {metric: 0.0 for entry in spreads.values() for metric in entry if metric not in metrics}
+
+
 def load_tolerances(lb_dir: Path) -> Tolerances | None:
     path = lb_dir / TOLERANCES
     if not path.is_file():
@@ -227,33 +260,6 @@ def leaderboard_overrides(method: str) -> dict[str, Any]:
     return {"hparams": LEADERBOARD_HPARAMS[method]} if method in LEADERBOARD_HPARAMS else {}
 
 
-def _run(
-    protocol: Any,
-    method: str,
-    seeds: list[int],
-    work: Path,
-    progress: bool,
-    hparams: dict[str, Any] | None = None,
-    force: bool = False,
-) -> list[Record]:
-    """Run one entry (and the untrained row, reused once on disk); its records in seed order.
-
-    Only ``LEADERBOARD_HPARAMS`` (or ``hparams``) are passed, so every other method runs its
-    defaults exactly as ``dmlbench run`` does, with no override in its record.
-    """
-    from dmlbench.runner import RunOptions, run_protocol
-
-    chosen = hparams if hparams is not None else LEADERBOARD_HPARAMS.get(method)
-    options = RunOptions(
-        results_dir=work,
-        progress=progress,
-        hparams={method: chosen} if chosen else {},
-        force=force,
-    )
-    trained = [] if method == UNTRAINED else [method]
-    return [r for r in run_protocol(protocol, trained, seeds, options) if r.method == method]
-
-
 def _select(
     names: list[str], methods: list[str] | None, available: dict[str, list[str]]
 ) -> dict[str, list[str]]:
@@ -277,12 +283,10 @@ def run_check(
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
 
-    With ``jobs > 1`` the trained entries run side by side in ``jobs`` spawned processes of
-    ``cpus // jobs`` torch threads each, longest first (by the committed record's training
-    time). That cannot move a number: training here gives bit-identical records at any thread
-    count (``tests/test_check.py`` checks 1 against 2 threads). Untrained rows, a few seconds
-    each, run first in this process. ``on_entry(protocol, method, seconds, record)`` is
-    called after each entry (``dmlbench.perf.check`` times them with it).
+    ``jobs`` entries run side by side, longest first (by the committed record's wall time),
+    one torch thread each (:mod:`dmlbench.check_runs`), so the numbers do not depend on it.
+    ``on_entry(protocol, method, seconds, record)`` is called after each entry
+    (``dmlbench.perf.check`` times them with it).
     """
     from dmlbench.data import load_data
 
@@ -293,22 +297,29 @@ def run_check(
             raise DmlbenchError(f"{lb_dir}: no leaderboard for {n} (dmlbench check --update)")
     chosen = _select(names, methods, {n: sorted(board[n]) for n in names})
     protocols = {n: leaderboard_protocol(n) for n in names}
+    tasks = []
     for n in names:  # refuse before any training
         verify(n, protocols[n], load_data(protocols[n]).fingerprint, board[n], tolerances)
         for m in chosen[n]:
-            if board[n][m].hparams != expected_hparams(m):
+            old = board[n][m]
+            if old.hparams != expected_hparams(m):
                 print(
                     f"warning: {n}/{m}: the committed hyper-parameters differ from the "
                     "method's defaults (+ LEADERBOARD_HPARAMS); re-running the committed ones; "
                     "regenerate the leaderboard if the change is deliberate",
                     file=sys.stderr,
                 )
+            hparams = (
+                LEADERBOARD_HPARAMS.get(m) if old.hparams == expected_hparams(m) else old.hparams
+            )
+            tasks.append(Task(n, protocols[n], m, (old.seed,), hparams))
         for m in sorted(set(leaderboard_methods(protocols[n])) - set(board[n])):
             print(f"warning: {n}: {m} is not on the leaderboard yet", file=sys.stderr)
-    entries = [(n, m) for n in names for m in chosen[n]]
+    tasks.sort(key=lambda t: -board[t.name][t.method].timings.wall_seconds)
     results: dict[tuple[str, str], Record] = {}
 
-    def finished(n: str, m: str, seconds: float, now: Record) -> None:
+    def finished(task: Task, seconds: float, records: list[Record]) -> None:
+        n, m, [now] = task.name, task.method, records
         results[n, m] = now
         if on_entry is not None:
             on_entry(n, m, seconds, now)
@@ -319,85 +330,28 @@ def run_check(
                 "(not compared; --update adds them)",
                 file=sys.stderr,
             )
-        rows = compare(n, old, now, tolerances.protocols[n].methods.get(m, {}))
-        bad = [r.metric for r in rows if not r.ok]
+        bad = [
+            r.metric
+            for r in compare(n, old, now, tolerances.protocols[n].methods.get(m, {}))
+            if not r.ok
+        ]
         verdict = f"FAIL {', '.join(bad)}" if bad else "ok"
         print(
-            f"[{len(results):2}/{len(entries)}] {n} {m:22} {seconds:6.1f} s  {verdict}",
+            f"[{len(results):2}/{len(tasks)}] {n} {m:22} {seconds:6.1f} s  {verdict}",
             file=sys.stderr,
             flush=True,
         )
 
     with tempfile.TemporaryDirectory(prefix="dmlbench-check-") as tmp:
-        work = Path(tmp)
-        trained = [(n, m) for n, m in entries if m != UNTRAINED]
-        for n, m in [e for e in entries if e[1] == UNTRAINED] + ([] if jobs > 1 else trained):
-            start = time.perf_counter()
-            now = _run_entry(protocols[n], board[n][m], work, progress)
-            finished(n, m, time.perf_counter() - start, now)
-        if jobs > 1 and trained:
-            trained.sort(key=lambda e: -board[e[0]][e[1]].timings.wall_seconds)  # longest first
-            _run_parallel(trained, protocols, board, work, jobs, finished)
+        run_tasks(tasks, Path(tmp), jobs, finished, progress)
     return [
         row
-        for n, m in entries
+        for n in names
+        for m in chosen[n]
         for row in compare(
             n, board[n][m], results[n, m], tolerances.protocols[n].methods.get(m, {})
         )
     ]
-
-
-def _run_entry(protocol: Any, committed: Record, work: Path, progress: bool) -> Record:
-    """Re-run one committed entry: its seed, and its hyper-parameters when they differ from
-    what the method would run now (the warning above)."""
-    m = committed.method
-    same = committed.hparams == expected_hparams(m)
-    [now] = _run(
-        protocol, m, [committed.seed], work, progress, hparams=None if same else committed.hparams
-    )
-    return now
-
-
-def _timed_entry(protocol: Any, committed: Record, work: Path) -> tuple[float, Record]:
-    start = time.perf_counter()
-    now = _run_entry(protocol, committed, work, progress=False)
-    return time.perf_counter() - start, now
-
-
-def _set_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
-def _run_parallel(
-    entries: list[tuple[str, str]],
-    protocols: dict[str, Any],
-    board: dict[str, dict[str, Record]],
-    work: Path,
-    jobs: int,
-    finished: Callable[[str, str, float, Record], None],
-) -> None:
-    """The entries in ``jobs`` spawned processes; ``finished`` as each one ends."""
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    threads = max(1, default_jobs() // jobs) if jobs <= default_jobs() else 1
-    with ProcessPoolExecutor(
-        jobs,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_set_threads,
-        initargs=(threads,),
-    ) as pool:
-        pending = {
-            pool.submit(_timed_entry, protocols[n], board[n][m], work): (n, m) for n, m in entries
-        }
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                n, m = pending.pop(future)
-                seconds, now = future.result()
-                finished(n, m, seconds, now)
 
 
 def format_rows(rows: list[Row]) -> str:
@@ -425,16 +379,15 @@ def format_rows(rows: list[Row]) -> str:
     )
 
 
-def machine() -> dict[str, Any]:
-    import torch
-
+def machine(jobs: int) -> dict[str, Any]:
     from dmlbench.records import git_commit, package_versions
 
     return {
         "platform": platform.platform(),
         "processor": _cpu_name(),
         "cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": THREADS,
+        "jobs": jobs,
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "packages": package_versions(),
         "git_commit": git_commit(),
@@ -458,9 +411,12 @@ def update_leaderboard(
     names: list[str],
     methods: list[str] | None,
     progress: bool = True,
+    jobs: int = 1,
 ) -> Tolerances:
     """Run seeds ``SPREAD_SEEDS`` of every entry in ``work`` (resumable), write the seed-0
-    records and ``tolerances.yaml`` into ``lb_dir`` and the report into ``reports_dir``."""
+    records and ``tolerances.yaml`` into ``lb_dir`` and the report into ``reports_dir``.
+
+    Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.check_runs`)."""
     from dmlbench.data import load_data
     from dmlbench.records import load_record
 
@@ -470,57 +426,72 @@ def update_leaderboard(
     chosen = _select(
         names, methods, {n: [UNTRAINED, *leaderboard_methods(p)] for n, p in protocols.items()}
     )
+    fingerprints: dict[str, str] = {}
+    tasks: list[Task] = []
     for n, protocol in protocols.items():
-        fingerprint = load_data(protocol).fingerprint
+        fingerprints[n] = load_data(protocol).fingerprint
         prev = protocols_out.get(n)
-        same = prev is not None and (prev.hash, prev.data_fingerprint) == (
-            protocol.hash,
-            fingerprint,
-        )
-        if methods is not None and not same:
+        if methods is not None and (
+            prev is None or (prev.hash, prev.data_fingerprint) != (protocol.hash, fingerprints[n])
+        ):
             raise DmlbenchError(
                 f"{n}: the protocol or data changed since the leaderboard was "
                 f"made; regenerate all of it: dmlbench check --update --protocol {n}"
             )
-        spreads = dict(prev.methods) if same and methods is not None and prev else {}
-        seed0: list[Record] = []
-        for i, m in enumerate(chosen[n], 1):
-            start = time.perf_counter()
-            paths = [
-                record_path(work, n, protocol.hash, m, s, "final", leaderboard_overrides(m))
-                for s in SPREAD_SEEDS
-            ]
-            stale = any(
-                p.is_file() and load_record(p).hparams != expected_hparams(m) for p in paths
-            )
-            records = _run(protocol, m, list(SPREAD_SEEDS), work, progress, force=stale)
-            by_seed = {r.seed: r for r in records}
-            seed0.append(by_seed[SEED])
+        for m in chosen[n]:
+            overrides = leaderboard_overrides(m)
+            for s in SPREAD_SEEDS if m != UNTRAINED else ():
+                path = record_path(work, n, protocol.hash, m, s, "final", overrides)
+                stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
+                tasks.append(Task(n, protocol, m, (s,), LEADERBOARD_HPARAMS.get(m), stale))
+            if m == UNTRAINED:
+                tasks.append(Task(n, protocol, m, SPREAD_SEEDS))
+    records: dict[tuple[str, str], dict[int, Record]] = {}
+
+    def finished(task: Task, seconds: float, done: list[Record]) -> None:
+        records.setdefault((task.name, task.method), {}).update({r.seed: r for r in done})
+        count.append(task)
+        seeds = ",".join(map(str, task.seeds))
+        print(
+            f"[{len(count):2}/{len(tasks)}] {task.name} {task.method:22} seed {seeds:5} "
+            f"{seconds:6.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    count: list[Task] = []
+    run_tasks(tasks, work, jobs, finished, progress)
+    for n, protocol in protocols.items():
+        prev = protocols_out.get(n)
+        spreads = dict(prev.methods) if methods is not None and prev else {}
+        for m in chosen[n]:
+            by_seed = records[n, m]
             common = set.intersection(*(set(by_seed[s].metrics) for s in SPREAD_SEEDS))
             spreads[m] = {
                 metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
                 for metric in sorted(common)
             }
-            print(
-                f"[{i:2}/{len(chosen[n])}] {n} {m:22} {time.perf_counter() - start:6.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+        typical = typical_std(spreads)
+        spreads = {
+            m: {metric: s.with_typical(typical[metric]) for metric, s in entry.items()}
+            for m, entry in spreads.items()
+        }
         if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
             shutil.rmtree(lb_dir / n, ignore_errors=True)
-        for r in seed0:
+        for m in chosen[n]:
+            r = records[n, m][SEED]
             path = record_path(lb_dir, n, protocol.hash, r.method, SEED, "final", r.overrides)
             save_record(r, path)
         protocols_out[n] = ProtocolTolerances(
-            hash=protocol.hash, data_fingerprint=fingerprint, methods=spreads
+            hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
         )
     tolerances = Tolerances(
         seeds=list(SPREAD_SEEDS),
         k=K,
         floor=FLOOR,
-        rule="tolerance = k * std (sample std over the seeds, ddof=1); floor only when std == 0",
+        rule=RULE,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(),
+        machine=machine(jobs),
         hparams=LEADERBOARD_HPARAMS,
         protocols=protocols_out,
     )
@@ -551,6 +522,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     lb_dir = Path(args.leaderboard_dir)
     names = [args.protocol] if args.protocol else None
     start, cpu_start, load = time.perf_counter(), time.process_time(), os.getloadavg()[0]
+    jobs = args.jobs or default_jobs()
+    progress = not args.no_progress and jobs == 1
     if args.update:
         work = Path(args.work_dir) if args.work_dir else _default_work_dir()
         update_leaderboard(
@@ -559,13 +532,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             work,
             names or list(LEADERBOARD),
             args.method,
-            progress=not args.no_progress,
+            progress=progress,
+            jobs=jobs,
         )
         print(f"written: {lb_dir / TOLERANCES}, the seed-{SEED} records and {args.reports_dir}")
         failed: list[Row] = []
     else:
-        jobs = args.jobs or default_jobs()
-        progress = not args.no_progress and jobs == 1
         rows = run_check(lb_dir, names, args.method, progress=progress, jobs=jobs)
         print(format_rows(rows))
         failed = [r for r in rows if not r.ok]
@@ -587,14 +559,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
-
-
-def default_jobs() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
 
 
 def _default_work_dir() -> Path:
@@ -657,8 +621,9 @@ def add_parser(subparsers: Any) -> None:
         "--jobs",
         type=int,
         default=0,
-        help="entries run side by side, each with cpus/jobs torch threads; the numbers do not "
-        "depend on it (default: the number of CPUs, at most 8; 1 shows progress bars)",
+        help="runs side by side, one torch thread each, as the leaderboard was made; the "
+        "numbers do not depend on it (default: the number of CPUs, at most 8; 1 shows "
+        "progress bars)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
     p.set_defaults(func=cmd_check)

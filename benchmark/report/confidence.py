@@ -53,7 +53,7 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
         runs = [r for r in finals if r.method == method and metric in r.metrics]
         values = np.array([r.metrics[metric] for r in runs]) * 100
         mean, half = t_interval(values)
-        std = float(values.std(ddof=1)) if values.size > 1 else 0.0
+        std = float(values.std(ddof=1)) if values.size > 1 else math.nan
         lo = [r.metrics.get("ci_recall@1_lo", math.nan) for r in runs]
         hi = [r.metrics.get("ci_recall@1_hi", math.nan) for r in runs]
         boot = (
@@ -64,7 +64,7 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
         rows[method] = {
             "seeds": str(len(runs)),
             "metric": metric,
-            "mean ± std": f"{mean:.1f} ± {std:.1f}",
+            "mean ± std": f"{mean:.1f} ± {std:.1f}" if len(runs) > 1 else f"{mean:.1f}",
             "95% CI (seeds)": "n/a"
             if math.isnan(half)
             else f"[{mean - half:.1f}, {mean + half:.1f}]",

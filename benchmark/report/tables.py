@@ -83,7 +83,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_table(table: pd.DataFrame, percent: bool = True) -> pd.DataFrame:
-    """Strings ``mean ± std`` (in %, as papers report them), best trained value in bold."""
+    """Strings ``mean ± std`` (in %, as papers report them), best trained value in bold; a
+    method with a single seed gets its value alone (no ``± 0.0`` that would claim no spread)."""
     metrics = [c for c in table.columns if not c.endswith("_std") and c != "seeds"]
     scale = 100.0 if percent else 1.0
     out = pd.DataFrame(index=table.index)
@@ -95,10 +96,10 @@ def format_table(table: pd.DataFrame, percent: bool = True) -> pd.DataFrame:
         best = (col.min() if lower else col.max()) if trained else np.nan
         cells = []
         for method, row in table.iterrows():
-            if lower:
-                text = f"{row[m]:.3f} ± {row[m + '_std']:.3f}"
-            else:
-                text = f"{row[m] * scale:.1f} ± {row[m + '_std'] * scale:.1f}"
+            digits, factor = (3, 1.0) if lower else (1, scale)
+            text = f"{row[m] * factor:.{digits}f}"
+            if row["seeds"] > 1:  # one seed has no spread: show none rather than ± 0
+                text += f" ± {row[m + '_std'] * factor:.{digits}f}"
             if method != "untrained" and np.isclose(row[m], best):
                 text = f"**{text}**"
             cells.append(text)

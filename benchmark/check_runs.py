@@ -1,0 +1,107 @@
+"""How ``dmlbench check`` runs leaderboard entries: one torch thread each, side by side.
+
+The leaderboard is defined at ``THREADS = 1`` torch thread per run. Training is
+deterministic for a given thread count, but not across thread counts: the split of a
+parallel reduction (a convolution's backward pass, say) changes the last bits, and epochs of
+training grow them (measured: poses-mini's triplet-dense moved ndcg@1 by more than its
+seed spread between 1 and 2 threads). One thread per run makes the numbers independent of
+the machine's core count and lets ``--jobs N`` fill N cores with N runs at once, the same
+numbers as one after the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dmlbench.records import Record
+
+THREADS = 1
+UNTRAINED = "untrained"  # dmlbench.runner.UNTRAINED, without importing torch for --help
+
+
+@dataclass(frozen=True)
+class Task:
+    """One leaderboard entry's runs: ``seeds`` of ``method`` under ``protocol``.
+
+    ``hparams`` are passed like ``--hparam`` (the record says so); None runs the method's
+    defaults exactly as ``dmlbench run`` does. ``force`` recomputes records found on disk.
+    """
+
+    name: str
+    protocol: Any
+    method: str
+    seeds: tuple[int, ...]
+    hparams: dict[str, Any] | None = None
+    force: bool = False
+
+
+def default_jobs() -> int:
+    """The usable CPUs, at most 8 (each job holds a data set and a model in memory)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+@contextmanager
+def leaderboard_threads() -> Iterator[None]:
+    """``THREADS`` torch threads inside, the caller's count restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, list[Record]]:
+    """Seconds and the task's records in seed order (the untrained row is reused from
+    ``work`` when another task made it, and computed otherwise)."""
+    from dmlbench.runner import RunOptions, run_protocol
+
+    start = time.perf_counter()
+    options = RunOptions(
+        results_dir=work,
+        progress=progress,
+        hparams={task.method: task.hparams} if task.hparams else {},
+        force=task.force,
+    )
+    trained = [] if task.method == UNTRAINED else [task.method]
+    with leaderboard_threads():
+        records = run_protocol(task.protocol, trained, list(task.seeds), options)
+    return time.perf_counter() - start, [r for r in records if r.method == task.method]
+
+
+def run_tasks(
+    tasks: list[Task],
+    work: Path,
+    jobs: int,
+    finished: Callable[[Task, float, list[Record]], None],
+    progress: bool = False,
+) -> None:
+    """Every task, ``jobs`` at a time in spawned processes (in this one when ``jobs == 1``,
+    with progress bars if asked); ``finished`` is called in this process as each one ends.
+    Untrained tasks run first, here: they take seconds and the others reuse their records."""
+    first = [t for t in tasks if t.method == UNTRAINED or jobs == 1]
+    for task in first:
+        finished(task, *run_task(task, work, progress))
+    rest = [t for t in tasks if t not in first]
+    if not rest:
+        return
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(run_task, task, work): task for task in rest}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                finished(pending.pop(future), *future.result())
