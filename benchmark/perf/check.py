@@ -16,7 +16,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dmlbench.check import LEADERBOARD, default_jobs, run_check
+from dmlbench.check import LEADERBOARD, format_rows, run_check
+from dmlbench.check_runs import default_jobs
 from dmlbench.perf._common import (
     Row,
     add_common_options,
@@ -88,7 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     body = (
         f"`dmlbench check` of {args.leaderboard_dir}, {len(entries)} entries, "
         f"{args.jobs or default_jobs()} job(s) (target: the whole check under 15 minutes on 2 "
-        "cores):\n\n" + markdown_table(table) + f"\n\nLoad average at the end: {load_now()}\n"
+        "cores):\n\n"
+        + markdown_table(table)
+        + (f"\n\nMoved beyond tolerance:\n\n```\n{format_rows(failed)}\n```" if failed else "")
+        + f"\n\nLoad average at the end: {load_now()}\n"
     )
     emit("dmlbench.perf.check", info, body, args.out)
     return 1 if failed else 0
