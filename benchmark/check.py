@@ -36,24 +36,21 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from dmlbench.check_runs import THREADS, UNTRAINED, Task, default_jobs, run_tasks
+from dmlbench.check_runs import UNTRAINED, Task, default_jobs, run_tasks
 from dmlbench.errors import DmlbenchError
-from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
+from dmlbench.records import Record, load_records
 
 LEADERBOARD: dict[str, str] = {"glyphs-mini": "glyphs-mini", "poses-mini": "poses-mini"}
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
@@ -260,7 +257,7 @@ def leaderboard_overrides(method: str) -> dict[str, Any]:
     return {"hparams": LEADERBOARD_HPARAMS[method]} if method in LEADERBOARD_HPARAMS else {}
 
 
-def _select(
+def select_entries(
     names: list[str], methods: list[str] | None, available: dict[str, list[str]]
 ) -> dict[str, list[str]]:
     """Per protocol, the entries to handle; a requested method on no protocol is an error."""
@@ -295,7 +292,7 @@ def run_check(
     for n in names:
         if n not in board:
             raise DmlbenchError(f"{lb_dir}: no leaderboard for {n} (dmlbench check --update)")
-    chosen = _select(names, methods, {n: sorted(board[n]) for n in names})
+    chosen = select_entries(names, methods, {n: sorted(board[n]) for n in names})
     protocols = {n: leaderboard_protocol(n) for n in names}
     tasks = []
     for n in names:  # refuse before any training
@@ -379,145 +376,6 @@ def format_rows(rows: list[Row]) -> str:
     )
 
 
-def machine(jobs: int) -> dict[str, Any]:
-    from dmlbench.records import git_commit, package_versions
-
-    return {
-        "platform": platform.platform(),
-        "processor": _cpu_name(),
-        "cpus": os.cpu_count(),
-        "torch_threads": THREADS,
-        "jobs": jobs,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "packages": package_versions(),
-        "git_commit": git_commit(),
-    }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def update_leaderboard(
-    lb_dir: Path,
-    reports_dir: Path,
-    work: Path,
-    names: list[str],
-    methods: list[str] | None,
-    progress: bool = True,
-    jobs: int = 1,
-) -> Tolerances:
-    """Run seeds ``SPREAD_SEEDS`` of every entry in ``work`` (resumable), write the seed-0
-    records and ``tolerances.yaml`` into ``lb_dir`` and the report into ``reports_dir``.
-
-    Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.check_runs`)."""
-    from dmlbench.data import load_data
-    from dmlbench.records import load_record
-
-    old = load_tolerances(lb_dir)
-    protocols_out = dict(old.protocols) if old else {}
-    protocols = {n: leaderboard_protocol(n) for n in names}
-    chosen = _select(
-        names, methods, {n: [UNTRAINED, *leaderboard_methods(p)] for n, p in protocols.items()}
-    )
-    fingerprints: dict[str, str] = {}
-    tasks: list[Task] = []
-    for n, protocol in protocols.items():
-        fingerprints[n] = load_data(protocol).fingerprint
-        prev = protocols_out.get(n)
-        if methods is not None and (
-            prev is None or (prev.hash, prev.data_fingerprint) != (protocol.hash, fingerprints[n])
-        ):
-            raise DmlbenchError(
-                f"{n}: the protocol or data changed since the leaderboard was "
-                f"made; regenerate all of it: dmlbench check --update --protocol {n}"
-            )
-        for m in chosen[n]:
-            overrides = leaderboard_overrides(m)
-            for s in SPREAD_SEEDS if m != UNTRAINED else ():
-                path = record_path(work, n, protocol.hash, m, s, "final", overrides)
-                stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
-                tasks.append(Task(n, protocol, m, (s,), LEADERBOARD_HPARAMS.get(m), stale))
-            if m == UNTRAINED:
-                tasks.append(Task(n, protocol, m, SPREAD_SEEDS))
-    records: dict[tuple[str, str], dict[int, Record]] = {}
-
-    def finished(task: Task, seconds: float, done: list[Record]) -> None:
-        records.setdefault((task.name, task.method), {}).update({r.seed: r for r in done})
-        count.append(task)
-        seeds = ",".join(map(str, task.seeds))
-        print(
-            f"[{len(count):2}/{len(tasks)}] {task.name} {task.method:22} seed {seeds:5} "
-            f"{seconds:6.1f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    count: list[Task] = []
-    run_tasks(tasks, work, jobs, finished, progress)
-    for n, protocol in protocols.items():
-        prev = protocols_out.get(n)
-        spreads = dict(prev.methods) if methods is not None and prev else {}
-        for m in chosen[n]:
-            by_seed = records[n, m]
-            common = set.intersection(*(set(by_seed[s].metrics) for s in SPREAD_SEEDS))
-            spreads[m] = {
-                metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
-                for metric in sorted(common)
-            }
-        typical = typical_std(spreads)
-        spreads = {
-            m: {metric: s.with_typical(typical[metric]) for metric, s in entry.items()}
-            for m, entry in spreads.items()
-        }
-        if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
-            shutil.rmtree(lb_dir / n, ignore_errors=True)
-        for m in chosen[n]:
-            r = records[n, m][SEED]
-            path = record_path(lb_dir, n, protocol.hash, r.method, SEED, "final", r.overrides)
-            save_record(r, path)
-        protocols_out[n] = ProtocolTolerances(
-            hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
-        )
-    tolerances = Tolerances(
-        seeds=list(SPREAD_SEEDS),
-        k=K,
-        floor=FLOOR,
-        rule=RULE,
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(jobs),
-        hparams=LEADERBOARD_HPARAMS,
-        protocols=protocols_out,
-    )
-    header = (
-        "# Tolerances of the embedded leaderboard (dmlbench check). Generated by\n"
-        "# `dmlbench check --update`; do not edit by hand.\n"
-    )
-    body = yaml.safe_dump(tolerances.model_dump(mode="json"), sort_keys=False)
-    atomic_write_text(lb_dir / TOLERANCES, header + body)
-    write_report(lb_dir, reports_dir)
-    return tolerances
-
-
-def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
-    """``dmlbench report`` of the leaderboard; stale files of earlier hashes are removed."""
-    from dmlbench.report.build import build_reports
-
-    records, _ = load_records(lb_dir)
-    written = build_reports(records, reports_dir, lb_dir / "published")  # as `dmlbench report`
-    keep = {p.resolve() for p in written}
-    for p in reports_dir.glob("*"):
-        if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(LEADERBOARD)):
-            p.unlink()
-    return written
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     lb_dir = Path(args.leaderboard_dir)
     names = [args.protocol] if args.protocol else None
@@ -525,7 +383,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress and jobs == 1
     if args.update:
-        work = Path(args.work_dir) if args.work_dir else _default_work_dir()
+        from dmlbench.check_update import default_work_dir, update_leaderboard
+
+        work = Path(args.work_dir) if args.work_dir else default_work_dir()
         update_leaderboard(
             lb_dir,
             Path(args.reports_dir),
@@ -559,12 +419,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
-
-
-def _default_work_dir() -> Path:
-    from dmlbench.data.base import cache_dir
-
-    return cache_dir() / "leaderboard-runs"
 
 
 def _csv(text: str) -> list[str]:

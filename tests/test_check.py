@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dmlbench import check
+from dmlbench import check, check_update
 from dmlbench.cli import main
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_record
@@ -40,7 +40,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(root))})
         mp.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
-        check.update_leaderboard(
+        check_update.update_leaderboard(
             root / "leaderboard", root / "reports", root / "work", [TINY], None, progress=False
         )
         yield root
