@@ -22,7 +22,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_sigint_during_search_then_resume(tmp_path: Path) -> None:
-    protocol = tiny(trials=3, **{"optim.epochs": 3})
+    # 20 epochs: a trial takes seconds even on a fast quiet machine, so the SIGINT sent 1 s
+    # after the first trial's record lands inside the second trial (3 epochs once let the
+    # whole run finish before the signal came).
+    protocol = tiny(trials=3, **{"optim.epochs": 20})
     load_data(protocol)
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")))
@@ -38,7 +41,7 @@ def test_sigint_during_search_then_resume(tmp_path: Path) -> None:
         assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
         assert time.monotonic() < end, "no trial finished"
         time.sleep(0.05)
-    time.sleep(1.5)  # well inside the second trial's training
+    time.sleep(1.0)  # well inside the second trial's training
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
