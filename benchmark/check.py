@@ -299,16 +299,15 @@ def run_check(
         verify(n, protocols[n], load_data(protocols[n]).fingerprint, board[n], tolerances)
         for m in chosen[n]:
             old = board[n][m]
-            if old.hparams != expected_hparams(m):
+            same = old.hparams == expected_hparams(m)
+            if not same:
                 print(
                     f"warning: {n}/{m}: the committed hyper-parameters differ from the "
                     "method's defaults (+ LEADERBOARD_HPARAMS); re-running the committed ones; "
                     "regenerate the leaderboard if the change is deliberate",
                     file=sys.stderr,
                 )
-            hparams = (
-                LEADERBOARD_HPARAMS.get(m) if old.hparams == expected_hparams(m) else old.hparams
-            )
+            hparams = LEADERBOARD_HPARAMS.get(m) if same else old.hparams
             tasks.append(Task(n, protocols[n], m, (old.seed,), hparams))
         for m in sorted(set(leaderboard_methods(protocols[n])) - set(board[n])):
             print(f"warning: {n}: {m} is not on the leaderboard yet", file=sys.stderr)

@@ -3,16 +3,15 @@
 The leaderboard is defined at ``THREADS = 1`` torch thread per run. Training is
 deterministic for a given thread count, but not across thread counts: the split of a
 parallel reduction (a convolution's backward pass, say) changes the last bits, and epochs of
-training grow them (measured: poses-mini's triplet-dense moved ndcg@1 by more than its
-seed spread between 1 and 2 threads). One thread per run makes the numbers independent of
-the machine's core count and lets ``--jobs N`` fill N cores with N runs at once, the same
-numbers as one after the other.
+training grow them (measured: poses-mini's triplet-dense moved ndcg@1 by more than 3 times
+its 3-seed std between 1 and 2 threads; 24 of the leaderboard's 204 metrics differ). One
+thread per run makes the numbers independent of the machine's core count and lets ``--jobs
+N`` fill N cores with N runs at once, the same numbers as one after the other.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -45,11 +44,9 @@ class Task:
 
 def default_jobs() -> int:
     """The usable CPUs, at most 8 (each job holds a data set and a model in memory)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
+    from dmlbench.records import usable_cpus
+
+    return max(1, min(usable_cpus(), 8))
 
 
 @contextmanager
@@ -93,10 +90,10 @@ def run_tasks(
     """Every task, ``jobs`` at a time in spawned processes (in this one when ``jobs == 1``,
     with progress bars if asked); ``finished`` is called in this process as each one ends.
     Untrained tasks run first, here: they take seconds and the others reuse their records."""
-    first = [t for t in tasks if t.method == UNTRAINED or jobs == 1]
-    for task in first:
+    here = [t for t in tasks if t.method == UNTRAINED or jobs == 1]
+    rest = [t for t in tasks if t.method != UNTRAINED and jobs > 1]
+    for task in here:
         finished(task, *run_task(task, work, progress))
-    rest = [t for t in tasks if t not in first]
     if not rest:
         return
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -42,11 +42,11 @@ from dmlbench.records import Record, atomic_write_text, load_records, record_pat
 
 
 def machine(jobs: int) -> dict[str, Any]:
-    from dmlbench.records import git_commit, package_versions
+    from dmlbench.records import cpu_name, git_commit, package_versions
 
     return {
         "platform": platform.platform(),
-        "processor": _cpu_name(),
+        "processor": cpu_name(),
         "cpus": os.cpu_count(),
         "torch_threads": THREADS,
         "jobs": jobs,
@@ -54,16 +54,6 @@ def machine(jobs: int) -> dict[str, Any]:
         "packages": package_versions(),
         "git_commit": git_commit(),
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def update_leaderboard(
@@ -111,6 +101,7 @@ def update_leaderboard(
             if m == UNTRAINED:
                 tasks.append(Task(n, protocol, m, SPREAD_SEEDS))
     records: dict[tuple[str, str], dict[int, Record]] = {}
+    count: list[Task] = []
 
     def finished(task: Task, seconds: float, done: list[Record]) -> None:
         records.setdefault((task.name, task.method), {}).update({r.seed: r for r in done})
@@ -123,7 +114,6 @@ def update_leaderboard(
             flush=True,
         )
 
-    count: list[Task] = []
     run_tasks(tasks, work, jobs, finished, progress)
     for n, protocol in protocols.items():
         prev = protocols_out.get(n)

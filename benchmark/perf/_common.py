@@ -88,22 +88,12 @@ def machine_info() -> dict[str, str]:
     import faiss
     import pytorch_metric_learning
 
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    from dmlbench.records import cpu_name, usable_cpus
+
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return {
-        "cores": f"{cores} (torch threads {torch.get_num_threads()})",
-        "cpu": model,
+        "cores": f"{usable_cpus()} (torch threads {torch.get_num_threads()})",
+        "cpu": cpu_name(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "faiss": getattr(faiss, "__version__", "?"),
