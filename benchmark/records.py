@@ -138,13 +138,23 @@ def save_record(record: Record, path: Path) -> Path:
     return path
 
 
+class DamagedRecord(ValueError):
+    """A record file that parses as JSON but is not a record (``[1, 2]``, ``null``, ``42``)."""
+
+
 def load_record(path: Path) -> Record:
     data = json.loads(path.read_text(encoding="utf-8"))
     return Record.model_validate(upgrade(data))
 
 
-def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older record format to the current schema (none older exists yet)."""
+def upgrade(data: Any) -> dict[str, Any]:
+    """Bring an older record format to the current schema (none older exists yet).
+
+    Raises:
+        DamagedRecord: ``data`` is not a JSON object, so no schema can apply to it.
+    """
+    if not isinstance(data, dict):
+        raise DamagedRecord(f"a JSON {type(data).__name__}, not a record object")
     data.setdefault("schema_version", SCHEMA_VERSION)
     return data
 
@@ -157,7 +167,7 @@ def load_records(root: Path) -> tuple[list[Record], list[str]]:
             continue
         try:
             records.append(load_record(path))
-        except (OSError, json.JSONDecodeError, ValidationError, UnicodeDecodeError) as err:
+        except (OSError, ValueError, ValidationError) as err:  # JSON, UTF-8, DamagedRecord
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             problems.append(f"{path}: damaged record skipped ({first})")
     return records, problems

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
-from dmlbench.atomic import atomic_savez
+from dmlbench.data.npz_cache import load_or_rebuild
 from dmlbench.errors import DataError
 
 if TYPE_CHECKING:
@@ -279,21 +279,33 @@ def neighbour_lists(
         indices (N, k) int64 and distances (N, k) float32.
     """
     labels = np.ascontiguousarray(labels, dtype=np.float32)
-    path = None
-    if cache is not None:
-        h = hashlib.sha256(f"v{NEIGHBOURS_VERSION}|{distance.key()}|k{k}|{labels.shape}".encode())
-        h.update(labels.tobytes())
-        path = cache / "neighbours" / f"nn-{h.hexdigest()[:20]}.npz"
-        if path.is_file():
-            try:
-                with np.load(path, allow_pickle=False) as z:
-                    return z["indices"], z["distances"]
-            except (OSError, ValueError, KeyError) as err:
-                log.warning("neighbour cache %s is unreadable (%s); recomputing", path, err)
-    idx, dist = exact_knn(labels, labels, k, distance, self_index=np.arange(len(labels)))
-    dist32 = dist.astype(np.float32)
-    if path is not None:
-        atomic_savez(path, indices=idx, distances=dist32)
+    n = len(labels)
+
+    def build() -> tuple[np.ndarray, ...]:
+        idx, dist = exact_knn(labels, labels, k, distance, self_index=np.arange(n))
+        return idx, dist.astype(np.float32)
+
+    if cache is None:
+        idx, dist32 = build()
+        return idx, dist32
+
+    def plausible(arrays: tuple[np.ndarray, ...]) -> bool:
+        idx, dist = arrays
+        return (
+            idx.shape == (n, k)
+            and idx.dtype.kind == "i"
+            and dist.shape == (n, k)
+            and dist.dtype == np.float32
+            and bool(((idx >= 0) & (idx < n)).all())
+            and bool(np.isfinite(dist).all())
+        )
+
+    h = hashlib.sha256(f"v{NEIGHBOURS_VERSION}|{distance.key()}|k{k}|{labels.shape}".encode())
+    h.update(labels.tobytes())
+    path = cache / "neighbours" / f"nn-{h.hexdigest()[:20]}.npz"
+    idx, dist32 = load_or_rebuild(
+        path, ("indices", "distances"), build, plausible, "neighbour cache"
+    )
     return idx, dist32
 
 

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from dmlbench.atomic import atomic_savez
 from dmlbench.data.base import (
     DATASETS,
     ArrayImages,
@@ -37,6 +36,7 @@ from dmlbench.data.base import (
     Split,
     fingerprint_arrays,
 )
+from dmlbench.data.npz_cache import load_or_rebuild
 from dmlbench.protocol import StrictModel
 
 log = logging.getLogger(__name__)
@@ -171,17 +171,31 @@ def _cache_key(params: GlyphsParams) -> str:
 
 
 def load_or_generate(params: GlyphsParams, cache: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Generated arrays, from ``cache`` when present (a corrupt cache file is regenerated)."""
+    """Generated arrays, from ``cache`` when present (a damaged cache file is regenerated)."""
     path = cache / "glyphs" / f"glyphs-{_cache_key(params)}.npz"
-    if path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                return z["images"], z["labels"], [str(c) for c in z["classes"]]
-        except (OSError, ValueError, KeyError) as err:
-            log.warning("glyphs cache %s is unreadable (%s); regenerating", path, err)
-    images, labels, classes = generate(params)
-    atomic_savez(path, images=images, labels=labels, classes=np.array(classes))
-    return images, labels, classes
+    size = params.image_size
+
+    def build() -> tuple[np.ndarray, ...]:
+        images, labels, classes = generate(params)
+        return images, labels, np.array(classes)
+
+    def plausible(arrays: tuple[np.ndarray, ...]) -> bool:
+        images, labels, classes = arrays
+        n = len(classes) * len(FONT_FILES) * params.instances_per_font
+        return (
+            images.dtype == np.uint8
+            and images.shape == (n, 1, size, size)
+            and labels.shape == (n,)
+            and labels.dtype == np.int64
+            and classes.shape == (params.num_classes,)
+            and classes.dtype.kind == "U"
+            and bool(((labels >= 0) & (labels < params.num_classes)).all())
+        )
+
+    images, labels, classes = load_or_rebuild(
+        path, ("images", "labels", "classes"), build, plausible, "glyphs cache"
+    )
+    return images, labels, [str(c) for c in classes]
 
 
 @DATASETS.register("glyphs")

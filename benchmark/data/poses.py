@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from dmlbench.atomic import atomic_savez
 from dmlbench.data.base import (
     DATASETS,
     ArrayImages,
@@ -37,6 +36,7 @@ from dmlbench.data.base import (
     Split,
     fingerprint_arrays,
 )
+from dmlbench.data.npz_cache import load_or_rebuild
 from dmlbench.protocol import StrictModel
 
 log = logging.getLogger(__name__)
@@ -223,16 +223,28 @@ def _cache_key(params: PosesParams) -> str:
 
 
 def load_or_generate(params: PosesParams, cache: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Generated arrays, from ``cache`` when present (a corrupt cache file is regenerated)."""
+    """Generated arrays, from ``cache`` when present (a damaged cache file is regenerated)."""
     path = cache / "poses" / f"poses-{_cache_key(params)}.npz"
-    if path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                return z["images"], z["labels"], z["pose_ids"]
-        except (OSError, ValueError, KeyError) as err:
-            log.warning("poses cache %s is unreadable (%s); regenerating", path, err)
-    images, labels, pose_ids = generate(params)
-    atomic_savez(path, images=images, labels=labels, pose_ids=pose_ids)
+    size = params.image_size
+
+    def plausible(arrays: tuple[np.ndarray, ...]) -> bool:
+        images, labels, pose_ids = arrays
+        poses = params.train_poses + params.test_poses
+        n = poses * params.images_per_pose
+        return (
+            images.dtype == np.uint8
+            and images.shape == (n, 1, size, size)
+            and labels.dtype == np.float32
+            and labels.shape == (n, 2 * len(JOINTS))
+            and bool(np.isfinite(labels).all())
+            and pose_ids.shape == (n,)
+            and pose_ids.dtype.kind == "i"
+            and bool(((pose_ids >= 0) & (pose_ids < poses)).all())
+        )
+
+    images, labels, pose_ids = load_or_rebuild(
+        path, ("images", "labels", "pose_ids"), lambda: generate(params), plausible, "poses cache"
+    )
     return images, labels, pose_ids
 
 
