@@ -16,17 +16,46 @@ import copy
 import hashlib
 import json
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dmlbench.errors import ProtocolError
 from dmlbench.registry import did_you_mean
 
 HASH_EXCLUDE: dict[str, Any] = {"description": True, "citation": True, "data": {"root"}}
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # YAML ``true`` would otherwise pass as 1.0
+        raise ValueError("Input should be a number, not a boolean")
+    return value
+
+
+# Strict scalar types of every schema: ``embedding_size: true`` must not train a 1-d embedding
+# and ``epochs: 2.5`` must not run 2 epochs. Floats still accept ints and YAML 1.1's ``1e-3``
+# (a string to YAML), but neither booleans nor inf/nan (``lr: 1e400``).
+Int = Annotated[int, Strict()]
+Float = Annotated[float, BeforeValidator(_not_a_bool), AllowInfNan(False)]
+Bool = Annotated[bool, Strict()]
+# A protocol name becomes a folder under --results-dir and a file name under --reports-dir:
+# no path separators, no leading dot, no spaces (a shared protocol file must not be able to
+# write anywhere else).
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@=+:-]{0,127}$"
 
 
 class StrictModel(BaseModel):
@@ -46,12 +75,12 @@ class DataSpec(StrictModel):
 class TransformSpec(StrictModel):
     """One image pipeline. Every step is optional; embedded data sets use none."""
 
-    resize: int | None = Field(None, gt=0)
-    random_resized_crop: int | None = Field(None, gt=0)
-    crop_scale: tuple[float, float] = (0.16, 1.0)
-    random_crop: int | None = Field(None, gt=0)
-    center_crop: int | None = Field(None, gt=0)
-    hflip: float = Field(0.0, ge=0.0, le=1.0)
+    resize: Int | None = Field(None, gt=0)
+    random_resized_crop: Int | None = Field(None, gt=0)
+    crop_scale: tuple[Float, Float] = (0.16, 1.0)
+    random_crop: Int | None = Field(None, gt=0)
+    center_crop: Int | None = Field(None, gt=0)
+    hflip: Float = Field(0.0, ge=0.0, le=1.0)
 
 
 class ImagesSpec(StrictModel):
@@ -62,38 +91,38 @@ class ImagesSpec(StrictModel):
 class ModelSpec(StrictModel):
     backbone: str
     pretrained: str | None = None
-    embedding_size: int = Field(gt=0)
-    normalize: bool = True
+    embedding_size: Int = Field(gt=0)
+    normalize: Bool = True
     pooling: Literal["avg", "avgmax"] = "avg"
-    frozen_bn: bool = False
+    frozen_bn: Bool = False
 
 
 class BatchSpec(StrictModel):
     """Batch composition; ``samples_per_class: null`` lets the method choose."""
 
-    size: int = Field(gt=1)
-    samples_per_class: int | None = Field(None, gt=0)
+    size: Int = Field(gt=1)
+    samples_per_class: Int | None = Field(None, gt=0)
 
 
 class OptimSpec(StrictModel):
     name: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
-    lr: float = Field(gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
-    momentum: float = Field(0.9, ge=0.0, lt=1.0)
-    epochs: int = Field(gt=0)
+    lr: Float = Field(gt=0.0)
+    weight_decay: Float = Field(0.0, ge=0.0)
+    momentum: Float = Field(0.9, ge=0.0, lt=1.0)
+    epochs: Int = Field(gt=0)
     schedule: Literal["none", "cosine", "step"] = "none"
-    step_epochs: int = Field(10, gt=0)
-    step_gamma: float = Field(0.1, gt=0.0, le=1.0)
+    step_epochs: Int = Field(10, gt=0)
+    step_gamma: Float = Field(0.1, gt=0.0, le=1.0)
 
 
 class MetricsSpec(StrictModel):
-    recall_at: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
-    nmi: bool = True
-    map_at_r: bool = True
-    r_precision: bool = True
-    normalize: bool = Field(True, description="L2-normalise embeddings before retrieval")
-    ndcg_at: list[int] = Field(default_factory=list)
-    label_distance_at: list[int] = Field(default_factory=list)
+    recall_at: list[Int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    nmi: Bool = True
+    map_at_r: Bool = True
+    r_precision: Bool = True
+    normalize: Bool = Field(True, description="L2-normalise embeddings before retrieval")
+    ndcg_at: list[Int] = Field(default_factory=list)
+    label_distance_at: list[Int] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _positive_ks(self) -> MetricsSpec:
@@ -107,14 +136,14 @@ class ValidationSpec(StrictModel):
     """How search trials carve validation classes out of the training classes."""
 
     by: Literal["classes"] = "classes"
-    folds: int = Field(1, ge=1)
-    fraction: float = Field(0.25, gt=0.0, lt=1.0)
+    folds: Int = Field(1, ge=1)
+    fraction: Float = Field(0.25, gt=0.0, lt=1.0)
 
 
 class SearchSpec(StrictModel):
     """The tuning budget: ``trials`` Optuna trials per method; 0 means the paper's defaults."""
 
-    trials: int = Field(20, ge=0)
+    trials: Int = Field(20, ge=0)
     sampler: Literal["tpe", "random"] = "tpe"
     pruner: Literal["none", "median", "hyperband"] = "median"
     validation: ValidationSpec = Field(default_factory=ValidationSpec)
@@ -124,7 +153,7 @@ class Protocol(StrictModel):
     """Every condition that can move a number in a comparison."""
 
     name: str
-    version: int = Field(ge=1)
+    version: Int = Field(ge=1)
     description: str = ""
     citation: str | None = None
     data: DataSpec
@@ -134,8 +163,18 @@ class Protocol(StrictModel):
     optim: OptimSpec
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     search: SearchSpec = Field(default_factory=SearchSpec)
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    seeds: list[Annotated[Int, Field(ge=0)]] = Field(min_length=1)
     methods: list[str] = Field(default_factory=list, description="default methods of `run`")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_slug(cls, name: str) -> str:
+        if not re.fullmatch(NAME_PATTERN, name):
+            raise ValueError(
+                "must be a slug (letters, digits and . _ - @ = + :, starting with a letter or "
+                "digit, at most 128): it names the results and reports folders"
+            )
+        return name
 
     @property
     def hash(self) -> str:

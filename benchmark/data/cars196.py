@@ -25,14 +25,14 @@ from typing import Any, ClassVar, Literal
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, require_file, to_int, walk_files
 from dmlbench.errors import DataError
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import Int, StrictModel
 
 CSV_IMAGE_DIRS = ("car_data/car_data/{}", "car_data/{}", "{}", "cars_{}")
 
 
 class Cars196Params(StrictModel):
-    train_classes: tuple[int, int] = (1, 98)
-    test_classes: tuple[int, int] = (99, 196)
+    train_classes: tuple[Int, Int] = (1, 98)
+    test_classes: tuple[Int, Int] = (99, 196)
     annotations: Literal["auto", "mat", "csv"] = "auto"
 
 

@@ -15,12 +15,12 @@ from typing import ClassVar
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, read_rows, to_int
 from dmlbench.errors import DataError
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import Int, StrictModel
 
 
 class Cub200Params(StrictModel):
-    train_classes: tuple[int, int] = (1, 100)
-    test_classes: tuple[int, int] = (101, 200)
+    train_classes: tuple[Int, Int] = (1, 100)
+    test_classes: tuple[Int, Int] = (101, 200)
 
 
 @DATASETS.register("cub200")

@@ -37,7 +37,7 @@ from dmlbench.data.base import (
     fingerprint_arrays,
 )
 from dmlbench.data.npz_cache import load_or_rebuild
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import Int, StrictModel
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,10 @@ SUPERSAMPLE = 4  # render at 4x and downsample: anti-aliased strokes at 32 px
 
 
 class GlyphsParams(StrictModel):
-    image_size: int = Field(32, ge=16, le=128)
-    num_classes: int = Field(400, ge=4)
-    instances_per_font: int = Field(1, ge=1, le=16)
-    seed: int = 0
+    image_size: Int = Field(32, ge=16, le=128)
+    num_classes: Int = Field(400, ge=4)
+    instances_per_font: Int = Field(1, ge=1, le=16)
+    seed: Int = 0
 
 
 def font_dir() -> Path:

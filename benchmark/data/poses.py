@@ -37,7 +37,7 @@ from dmlbench.data.base import (
     fingerprint_arrays,
 )
 from dmlbench.data.npz_cache import load_or_rebuild
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import Float, Int, StrictModel
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,13 @@ BRIGHT, MID, DIM = 255, 200, 130  # right limbs, torso/head, left limbs
 
 
 class PosesParams(StrictModel):
-    image_size: int = Field(64, ge=24, le=256)
-    train_poses: int = Field(40, ge=2)
-    test_poses: int = Field(20, ge=1)
-    images_per_pose: int = Field(40, ge=2)
-    angle_noise: float = Field(12.0, ge=0.0, le=60.0, description="degrees, every angle")
-    query_every: int = Field(8, ge=2, description="every n-th test image is a query")
-    seed: int = 0
+    image_size: Int = Field(64, ge=24, le=256)
+    train_poses: Int = Field(40, ge=2)
+    test_poses: Int = Field(20, ge=1)
+    images_per_pose: Int = Field(40, ge=2)
+    angle_noise: Float = Field(12.0, ge=0.0, le=60.0, description="degrees, every angle")
+    query_every: Int = Field(8, ge=2, description="every n-th test image is a query")
+    seed: Int = 0
 
 
 def base_poses(params: PosesParams) -> np.ndarray:
