@@ -293,6 +293,12 @@ def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ProtocolError(f"{path}: cannot read protocol file ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise ProtocolError(
+            f"{path}: line {line}: not UTF-8 text (byte {err.object[err.start]:#04x}); "
+            "save the protocol as UTF-8"
+        ) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as err:

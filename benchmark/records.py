@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dmlbench.atomic import atomic_write
+from dmlbench.errors import DmlbenchError
 
 SCHEMA_VERSION = 1
 Stage = Literal["final", "search-trial"]
@@ -98,7 +99,40 @@ def record_path(
         tag = f"-override-{digest[:8]}"
     folder = results_dir / protocol_name / protocol_hash[:12]
     run = f"trial{trial:04d}" if trial is not None else f"seed{seed}"
-    return folder / f"{method}-{run}-{stage}{tag}.json"
+    path = folder / f"{method}-{run}-{stage}{tag}.json"
+    # Names are validated as slugs; this is the last line of defence for any other caller: a
+    # protocol or method name must never place a file outside the results folder.
+    if not path.resolve().is_relative_to(results_dir.resolve()):
+        raise DmlbenchError(
+            f"{path}: protocol {protocol_name!r} / method {method!r} would write outside "
+            f"the results folder {results_dir}; refused"
+        )
+    return path
+
+
+def results_dir_problem(results_dir: Path) -> str | None:
+    """Why records cannot be written under ``results_dir`` (``None``: they can).
+
+    Checked before any work, so a run does not train for an hour and then fail to save.
+    Finished records can still be reused from a read-only folder, so a folder that cannot be
+    written is only fatal once something has to be computed; a path that is a file is always
+    fatal.
+
+    Raises:
+        DmlbenchError: ``results_dir`` (or a parent) is a file, not a folder.
+    """
+    existing = results_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise DmlbenchError(f"{existing}: --results-dir must be a folder, and this is a file")
+    probe = existing / f".dmlbench-write-test-{os.getpid()}"
+    try:  # os.access says yes to root on a read-only mount; only a real write tells
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        return f"{existing} cannot be written ({err.strerror})"
+    return None
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -119,9 +153,16 @@ def record_lock(path: Path, enabled: bool = True) -> Iterator[bool]:
     if not enabled:  # DDP ranks other than 0 follow rank 0 and write nothing
         yield True
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.with_name(f".{path.name}.lock")
-    with open(lock_path, "a+") as fh:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lock_path, "a+")  # noqa: SIM115 (closed below)
+    except OSError:  # read-only storage: nobody can write this record, nothing to race over
+        fh = None
+    if fh is None:
+        yield True
+        return
+    with fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

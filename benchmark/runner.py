@@ -26,6 +26,7 @@ from typing import Any
 
 from dmlbench import distributed
 from dmlbench.data import DataSplits, Split, load_data
+from dmlbench.errors import DmlbenchError
 from dmlbench.evaluate import check_ks, evaluate
 from dmlbench.methods import METHODS, HParams, create_method
 from dmlbench.protocol import Protocol
@@ -37,6 +38,7 @@ from dmlbench.records import (
     load_record,
     record_lock,
     record_path,
+    results_dir_problem,
     save_record,
 )
 from dmlbench.search import SearchOptions, Selection
@@ -70,6 +72,7 @@ def run_protocol(
     options = options or RunOptions()
     for name in methods:
         METHODS.get(name)  # unknown names fail before any work
+    unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
     data = load_data(protocol, options.data_root)
     check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
     overrides = dict(options.overrides)
@@ -82,6 +85,8 @@ def run_protocol(
         if protocol.search.trials > 0 and name not in options.hparams:
             from dmlbench.search import tune
 
+            if unwritable:
+                raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
             print(f"searching {name}: {protocol.search.trials} trials", file=sys.stderr)
             tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
             selections[name] = tune(
@@ -103,6 +108,8 @@ def run_protocol(
                     log.warning("%s is being computed by another process; skipped", path.name)
                     continue
                 record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
+                if record is None and unwritable and is_main:
+                    raise DmlbenchError(f"{unwritable}; {path.name} must be computed")
                 if record is None:
                     ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
                     record = run_one(

@@ -74,7 +74,16 @@ def require_file(path: Path, what: str = "index file") -> Path:
 def read_rows(path: Path, min_fields: int, skip: int = 0) -> list[list[str]]:
     """Whitespace-separated rows of a text index file; a short row is an error naming the line."""
     rows = []
-    text = require_file(path).read_text(encoding="utf-8", errors="strict")
+    try:
+        text = require_file(path).read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as err:
+        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}:{line}: not UTF-8 text (byte {err.object[err.start]:#04x}); "
+            "the index file is damaged or not the official one"
+        ) from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read index file ({err.strerror})") from None
     for n, line in enumerate(text.splitlines(), start=1):
         if n <= skip or not line.strip():
             continue
@@ -96,8 +105,23 @@ def in_range(label: int, bounds: tuple[int, int]) -> bool:
     return bounds[0] <= label <= bounds[1]
 
 
+def check_inside(root: Path, entries: list[Entry]) -> None:
+    """Refuse index entries that leave the data root (``../../etc/passwd``, ``/home/x.jpg``).
+
+    Index files come with downloaded or shared data sets: one must not make dmlbench read (and
+    cache) files elsewhere on the machine. Checked lexically, so it costs no system call.
+    """
+    for e in entries:
+        rel = os.path.normpath(e.path)
+        if os.path.isabs(e.path) or rel == ".." or rel.startswith(("../", "..\\")):
+            raise DataError(
+                f"{root}: an index file lists {e.path!r}, outside the data root; refused"
+            )
+
+
 def manifest(root: Path, entries: list[Entry], name: str) -> tuple[np.ndarray, str]:
     """File sizes and the manifest hash; a missing file is an error naming it."""
+    check_inside(root, entries)
     sizes = np.empty(len(entries), dtype=np.int64)
     missing = []
     for i, e in enumerate(entries):
