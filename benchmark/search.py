@@ -158,15 +158,44 @@ def study_name(protocol: Protocol, method: str, overrides: dict[str, Any]) -> st
 
 
 def storage_url(options: SearchOptions, results_dir: Path) -> str:
+    """``--storage``, or the SQLite database ``<results_dir>/optuna.db`` (created in WAL mode).
+
+    The URL is built with SQLAlchemy's URL API, never by concatenation: a folder named ``x?1``
+    would otherwise put the study in ``x`` (``?`` starts the query string) and ``a%20b`` would
+    name another file. A damaged database is one line naming it and what to do.
+    """
     if options.storage:
         return options.storage
-    path = Path(results_dir).resolve() / "optuna.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
     import sqlite3
 
-    with sqlite3.connect(path) as db:  # WAL persists in the file: readers never block writers
-        db.execute("PRAGMA journal_mode=WAL")
-    return f"sqlite:///{path}"
+    from sqlalchemy.engine import URL
+
+    path = Path(results_dir).resolve() / "optuna.db"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path)
+        try:  # WAL persists in the file: readers never block writers
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA quick_check(1)").fetchall()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as err:  # also "file is not a database", "malformed"
+        raise SearchError(
+            f"{path}: damaged study database ({err}); move it aside and run again: the "
+            f"searches start over, and the trial records under {path.parent} say which "
+            "trials ran"
+        ) from None
+    except OSError as err:
+        raise SearchError(f"{path}: cannot create the study database ({err.strerror})") from None
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The database file of a ``sqlite:`` URL (decoded: ``%3F`` is ``?``), else ``None``."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return parsed.database if parsed.get_backend_name() == "sqlite" else None
 
 
 def open_storage(url: str, options: SearchOptions) -> optuna.storages.RDBStorage:
@@ -216,7 +245,7 @@ def claim_lock(storage: Any, url: str, name: str) -> Iterator[None]:
         return
     import fcntl
 
-    db = url.split("///", 1)[-1] if url.startswith("sqlite") else "/tmp/dmlbench-optuna"
+    db = sqlite_path(url) or "/tmp/dmlbench-optuna"
     lock = Path(f"{db}.{hashlib.sha256(name.encode()).hexdigest()[:12]}.lock")
     with open(lock, "a+") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
