@@ -117,11 +117,27 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     if args.what == "methods":
         from dmlbench.methods import METHODS, load_plugins
+        from dmlbench.methods.pml import list_pml
 
         load_plugins(args.plugin)
-        for name in METHODS.list(args.pattern):
+        names = METHODS.list(args.pattern)
+        refused: dict[str, str] = {}
+        if args.pattern.startswith("pml:"):  # built on demand, so listed from the library
+            found = list_pml(args.pattern)
+            refused = {n: why for n, why in found if why}
+            names = [n for n, why in found if not why]
+        print(f"{'name':34} {'labels':8} {'lr×':>5}  paper (lr×: the loss parameters' multiplier)")
+        for name in names:
             cls = METHODS.get(name)
-            print(f"{name:22} {cls.label_kind:10} {cls.paper}")
+            mult = cls.defaults.get(cls.lr_mult_key) if cls.lr_mult_key else None
+            shown = "—" if mult is None else f"{float(mult):g}"
+            print(f"{name:34} {cls.label_kind:8} {shown:>5}  {cls.paper}")
+            if args.sources:
+                print(f"{'':50}defaults: {cls.defaults_source}")
+        for name, why in refused.items():
+            print(f"{name:34} refused: {why}")
+        if args.pattern == "*":
+            print("pml:<Loss>[+<Miner>]  any pytorch-metric-learning loss: list methods 'pml:*'")
     elif args.what == "protocols":
         from dmlbench.protocol import builtin_names, load_protocol
 
@@ -254,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="MODULE",
         help="import MODULE first (its methods are listed too)",
+    )
+    lst.add_argument(
+        "--sources",
+        action="store_true",
+        help="methods: also print where each default (and learning-rate multiplier) is from",
     )
     lst.set_defaults(func=cmd_list)
 

@@ -12,7 +12,7 @@ import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from dmlbench.errors import RegistryError
+from dmlbench.errors import DmlbenchError, RegistryError
 
 T = TypeVar("T")
 
@@ -33,6 +33,8 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._resolvers: dict[str, Callable[[str], T]] = {}
+        self._resolved: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator registering ``obj`` under ``name``; a duplicate name is a bug and raises."""
@@ -48,7 +50,24 @@ class Registry(Generic[T]):
             raise ValueError(f"{self.kind} '{name}' is registered twice")
         self._items[name] = obj
 
+    def add_resolver(self, prefix: str, resolve: Callable[[str], T]) -> None:
+        """Build names starting with ``prefix`` on demand (``pml:CircleLoss``).
+
+        A resolved name works wherever a registered one does (``get``, ``in``) but is not
+        listed: ``list()`` stays the registered set, so ``--method all`` keeps its meaning.
+        ``resolve`` raises a one-line error for a name it cannot build.
+        """
+        self._resolvers[prefix] = resolve
+
     def get(self, name: str) -> T:
+        if name in self._items:
+            return self._items[name]
+        if name in self._resolved:
+            return self._resolved[name]
+        for prefix, resolve in self._resolvers.items():
+            if name.startswith(prefix):
+                self._resolved[name] = resolve(name)
+                return self._resolved[name]
         try:
             return self._items[name]
         except KeyError:
@@ -60,7 +79,15 @@ class Registry(Generic[T]):
         return sorted(n for n in self._items if fnmatch.fnmatchcase(n, pattern))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        if name in self._items or name in self._resolved:
+            return True
+        if not isinstance(name, str) or not any(map(name.startswith, self._resolvers)):
+            return False
+        try:
+            self.get(name)
+        except DmlbenchError:
+            return False
+        return True
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._items))

@@ -1,0 +1,187 @@
+"""Catalogue, pair-based losses: every term compares two embeddings of the batch.
+
+None of these losses owns parameters, so none has a learning-rate multiplier. Batches are P×K
+with 4 images per class by default (the trainer's default for pair losses; the search tunes it).
+
+``intra-pair-variance`` is the objective of Yu & Tao (ICCV 2019): the tuplet margin loss plus
+the intra-pair variance term. The variance term alone (pytorch-metric-learning's
+``IntraPairVarianceLoss``) only equalises similarities and can be minimised by a collapsed
+embedding, so it is not registered alone (``pml:IntraPairVarianceLoss`` still runs it).
+``threshold-consistent-margin`` is registered alone, as the library ships it; Zhang et al.
+(ICLR 2024) add it as a regulariser to a base loss, which this entry does not do.
+"""
+
+from __future__ import annotations
+
+import torch
+from pytorch_metric_learning import losses
+from torch import nn
+
+from dmlbench.methods._base import HParams
+from dmlbench.methods._catalogue import SPC, Entry, Float, register_entry
+
+PML_DEFAULT = "PML default ({what}); no learnable parameters"
+
+
+class TupletPlusVariance(nn.Module):
+    """``L_tuplet + w × L_ipv`` (Yu & Tao, ICCV 2019, the sum of both terms)."""
+
+    def __init__(self, variance: nn.Module, margin: float, scale: float, weight: float) -> None:
+        super().__init__()
+        self.tuplet = losses.TupletMarginLoss(margin=margin, scale=scale)
+        self.variance = variance
+        self.weight = weight
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.tuplet(embeddings, labels) + self.weight * self.variance(
+            embeddings, labels
+        )
+        return out
+
+
+def _tuplet_ipv(loss: nn.Module, h: HParams) -> nn.Module:
+    return TupletPlusVariance(
+        loss, float(h["tuplet_margin"]), float(h["tuplet_scale"]), float(h["ipv_weight"])
+    )
+
+
+ENTRIES = [
+    Entry(
+        name="circle",
+        pml="CircleLoss",
+        paper="Sun et al., Circle Loss: A Unified Perspective of Pair Similarity Optimization, "
+        "CVPR 2020",
+        defaults={"m": 0.4, "gamma": 80.0},
+        defaults_source="Sun et al. 2020, fine-grained image retrieval experiments (m = 0.4, "
+        "γ = 80; also PML's default); no learnable parameters",
+        space={
+            "m": Float(0.1, 0.5, log=False),
+            "gamma": Float(16.0, 256.0),
+            "samples_per_class": SPC,
+        },
+    ),
+    Entry(
+        name="supcon",
+        pml="SupConLoss",
+        paper="Khosla et al., Supervised Contrastive Learning, NeurIPS 2020",
+        defaults={"temperature": 0.1},
+        defaults_source="Khosla et al. 2020 (τ = 0.1, L_out of eq. 2; also PML's default); no "
+        "learnable parameters",
+        space={"temperature": Float(0.02, 0.5), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="ntxent",
+        pml="NTXentLoss",
+        paper="Chen et al., A Simple Framework for Contrastive Learning of Visual "
+        "Representations (NT-Xent), ICML 2020; every same-class pair is a positive",
+        defaults={"temperature": 0.07},
+        defaults_source=PML_DEFAULT.format(what="τ = 0.07"),
+        space={"temperature": Float(0.02, 0.5), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="tuplet-margin",
+        pml="TupletMarginLoss",
+        paper="Yu & Tao, Deep Metric Learning with Tuplet Margin Loss, ICCV 2019",
+        defaults={"margin": 5.73, "scale": 64.0},
+        defaults_source=PML_DEFAULT.format(what="β = 5.73° = 0.1 rad, s = 64"),
+        space={"margin": Float(0.5, 20.0), "scale": Float(8.0, 128.0), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="intra-pair-variance",
+        pml="IntraPairVarianceLoss",
+        paper="Yu & Tao, Deep Metric Learning with Tuplet Margin Loss (tuplet margin + "
+        "intra-pair variance), ICCV 2019",
+        defaults={
+            "pos_eps": 0.01,
+            "neg_eps": 0.01,
+            "tuplet_margin": 5.73,
+            "tuplet_scale": 64.0,
+            "ipv_weight": 0.5,
+        },
+        defaults_source="ε = 0.01 as PML's documentation says the paper uses; tuplet β = 5.73°, "
+        "s = 64 and the variance weight 0.5 from PML's documented example; no learnable "
+        "parameters",
+        space={
+            "pos_eps": Float(0.001, 0.1),
+            "neg_eps": Float(0.001, 0.1),
+            "tuplet_margin": Float(0.5, 20.0),
+            "ipv_weight": Float(0.05, 2.0),
+            "samples_per_class": SPC,
+        },
+        extra=("tuplet_margin", "tuplet_scale", "ipv_weight"),
+        build=_tuplet_ipv,
+    ),
+    Entry(
+        name="generalized-lifted",
+        pml="GeneralizedLiftedStructureLoss",
+        paper="Hermans et al., In Defense of the Triplet Loss for Person Re-Identification "
+        "(generalized lifted structure), arXiv 2017",
+        defaults={"neg_margin": 1.0, "pos_margin": 0.0},
+        defaults_source=PML_DEFAULT.format(what="negative margin 1, positive margin 0"),
+        space={"neg_margin": Float(0.2, 2.0), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="snr-contrastive",
+        pml="SignalToNoiseRatioContrastiveLoss",
+        paper="Yuan et al., Signal-To-Noise Ratio: A Robust Distance Metric for Deep Metric "
+        "Learning, CVPR 2019",
+        defaults={"pos_margin": 0.0, "neg_margin": 1.0},
+        defaults_source=PML_DEFAULT.format(what="contrastive margins 0 and 1 on SNR distances"),
+        space={"neg_margin": Float(0.2, 2.0), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="nca",
+        pml="NCALoss",
+        paper="Goldberger et al., Neighbourhood Components Analysis, NeurIPS 2004",
+        defaults={"softmax_scale": 1.0},
+        defaults_source=PML_DEFAULT.format(what="softmax scale 1"),
+        space={"softmax_scale": Float(0.25, 32.0), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="instance",
+        pml="InstanceLoss",
+        paper="Zheng et al., Dual-Path Convolutional Image-Text Embeddings with Instance Loss, "
+        "ACM TOMM 2020",
+        defaults={"gamma": 64.0},
+        defaults_source=PML_DEFAULT.format(what="γ = 64"),
+        space={"gamma": Float(8.0, 128.0), "samples_per_class": SPC},
+    ),
+    Entry(
+        name="histogram",
+        pml="HistogramLoss",
+        paper="Ustinova & Lempitsky, Learning Deep Embeddings with Histogram Loss, NeurIPS 2016",
+        defaults={"n_bins": 100},
+        defaults_source=PML_DEFAULT.format(what="100 bins, Δ = 0.02"),
+        space={"samples_per_class": SPC},
+    ),
+    Entry(
+        name="threshold-consistent-margin",
+        pml="ThresholdConsistentMarginLoss",
+        paper="Zhang et al., Threshold-Consistent Margin Loss for Open-World Deep Metric "
+        "Learning, ICLR 2024",
+        defaults={
+            "lambda_plus": 1.0,
+            "lambda_minus": 1.0,
+            "margin_plus": 0.9,
+            "margin_minus": 0.5,
+        },
+        defaults_source=PML_DEFAULT.format(what="λ+ = λ− = 1, m+ = 0.9, m− = 0.5")
+        + "; alone, without the paper's base loss",
+        space={
+            "margin_plus": Float(0.6, 0.99, log=False),
+            "margin_minus": Float(0.1, 0.7, log=False),
+            "samples_per_class": SPC,
+        },
+    ),
+    Entry(
+        name="dynamic-soft-margin",
+        pml="DynamicSoftMarginLoss",
+        paper="Zhang & Rusinkiewicz, Learning Local Descriptors with a CDF-Based Dynamic Soft "
+        "Margin, ICCV 2019",
+        defaults={"min_val": -2.0, "num_bins": 10, "momentum": 0.01},
+        defaults_source=PML_DEFAULT.format(what="min_val −2, 10 bins, momentum 0.01"),
+        space={"momentum": Float(0.001, 0.1), "samples_per_class": SPC},
+    ),
+]
+
+METHODS_BY_NAME = {e.name: register_entry(e) for e in ENTRIES}

@@ -1,0 +1,239 @@
+"""Catalogue, proxy and classifier-weight losses: the loss owns one or more vectors per class.
+
+These losses learn class representatives (proxies, sub-centres, classifier weights), so each
+entry declares ``proxy_lr_mult`` and its source. Batches are P×K with 2 images per class by
+default: the papers sample batches at random, and 2 per class is the class-balanced batch
+closest to that (the search tunes it).
+
+Two entries differ from the library class on purpose:
+
+- ``soft-triple`` adds the centre regulariser of Qian et al. (ICCV 2019, §3.3, weight τ = 0.2
+  in the authors' code): pytorch-metric-learning's ``SoftTripleLoss`` omits it, so on its own
+  it is not the paper's objective.
+- ``manifold`` gives every training class its own proxy and assigns each sample to its class's
+  proxy (the library's ``indices_tuple`` meta-classes): ``ManifoldLoss`` takes no labels and
+  otherwise assigns samples to proxies at random.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dmlbench.methods._base import HParams
+from dmlbench.methods._catalogue import SPC, Choice, Entry, Float, register_entry
+
+LR_SPACE = Float(1.0, 1000.0)
+NO_MULT = "no source states a learning-rate multiplier for {what}, so proxy_lr_mult = 1.0"
+
+
+class SoftTripleRegularised(nn.Module):
+    """SoftTriple loss + τ × the centre regulariser (Qian et al., ICCV 2019, eq. 11, §3.3).
+
+    ``R = Σ_c Σ_{t<s} sqrt(2 + 1e-5 − 2 <w_c^t, w_c^s>) / (C K (K − 1))`` over each class's K
+    normalised centres; the 1e-5 keeps the square root differentiable when two centres merge,
+    as in the authors' code.
+    """
+
+    def __init__(self, loss: nn.Module, tau: float) -> None:
+        super().__init__()
+        self.loss = loss
+        self.tau = tau
+        self.classes: int = loss.num_classes  # type: ignore[assignment]
+        self.centers: int = loss.centers_per_class  # type: ignore[assignment]
+
+    def regulariser(self) -> torch.Tensor:
+        c, k = self.classes, self.centers
+        fc: torch.Tensor = self.loss.fc  # type: ignore[assignment]
+        w = F.normalize(fc, dim=0).t().reshape(c, k, -1)
+        sim = w @ w.transpose(1, 2)
+        iu = torch.triu_indices(k, k, 1, device=w.device)
+        return torch.sqrt(2.0 + 1e-5 - 2.0 * sim[:, iu[0], iu[1]]).sum() / (c * k * (k - 1))
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        value: torch.Tensor = self.loss(embeddings, labels)
+        if self.tau > 0 and self.centers > 1:
+            value = value + self.tau * self.regulariser()
+        return value
+
+
+def _soft_triple(loss: nn.Module, h: HParams) -> nn.Module:
+    return SoftTripleRegularised(loss, float(h["tau"]))
+
+
+class ClassProxyManifold(nn.Module):
+    """``ManifoldLoss`` with each sample assigned to its class's proxy."""
+
+    def __init__(self, loss: nn.Module) -> None:
+        super().__init__()
+        self.loss = loss
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.loss(embeddings, None, labels)
+        return out
+
+
+def _manifold(loss: nn.Module, h: HParams) -> nn.Module:
+    return ClassProxyManifold(loss)
+
+
+def _manifold_kwargs(num_classes: int, embedding_size: int) -> dict[str, Any]:
+    return {"l": embedding_size, "K": num_classes}
+
+
+ENTRIES = [
+    Entry(
+        name="proxy-anchor",
+        pml="ProxyAnchorLoss",
+        paper="Kim et al., Proxy Anchor Loss for Deep Metric Learning, CVPR 2020",
+        defaults={"alpha": 32.0, "margin": 0.1, "proxy_lr_mult": 100.0},
+        defaults_source="authors' official code (train.py: alpha 32, mrg 0.1; the proxies' "
+        "parameter group has lr × 100, so proxy_lr_mult = 100)",
+        space={
+            "alpha": Float(4.0, 64.0),
+            "margin": Float(0.0, 0.4, log=False),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+    ),
+    Entry(
+        name="soft-triple",
+        pml="SoftTripleLoss",
+        paper="Qian et al., SoftTriple Loss: Deep Metric Learning Without Triplet Sampling, "
+        "ICCV 2019",
+        defaults={
+            "la": 20.0,
+            "gamma": 0.1,
+            "margin": 0.01,
+            "centers_per_class": 10,
+            "tau": 0.2,
+            "proxy_lr_mult": 100.0,
+        },
+        defaults_source="authors' official code (train.py: la 20, gamma 0.1, tau 0.2, margin "
+        "0.01, K 10; centres at lr 1e-2 vs model 1e-4, so proxy_lr_mult = 100); the centre "
+        "regulariser (§3.3) added here, PML omits it",
+        space={
+            "la": Float(5.0, 50.0),
+            "gamma": Float(0.02, 0.5),
+            "margin": Float(0.0, 0.1, log=False),
+            "tau": Float(0.0, 0.5, log=False),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+        extra=("tau",),
+        build=_soft_triple,
+    ),
+    Entry(
+        name="manifold",
+        pml="ManifoldLoss",
+        paper="Aziere & Todorovic, Ensemble Deep Manifold Similarity Learning using Hard "
+        "Proxies, CVPR 2019",
+        defaults={"lambdaC": 1.0, "alpha": 0.8, "margin": 5e-4, "proxy_lr_mult": 1.0},
+        defaults_source="PML default (lambdaC 1, alpha 0.8, margin 5e-4), one proxy per "
+        "training class; " + NO_MULT.format(what="the proxies"),
+        space={
+            "lambdaC": Float(0.1, 10.0),
+            "alpha": Float(0.5, 0.95, log=False),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=4,
+        build=_manifold,
+        pml_kwargs=_manifold_kwargs,
+    ),
+    Entry(
+        name="p2sgrad",
+        pml="P2SGradLoss",
+        paper="Zhang et al., P2SGrad: Refined Gradients for Optimizing Deep Face Models, CVPR 2019",
+        defaults={"proxy_lr_mult": 1.0},
+        defaults_source="no hyper-parameters (the loss is the MSE of cosines to one-hot "
+        "targets, eq. 11); " + NO_MULT.format(what="the class weights"),
+        space={"proxy_lr_mult": LR_SPACE, "samples_per_class": SPC},
+        samples_per_class=2,
+    ),
+    Entry(
+        name="arcface",
+        pml="ArcFaceLoss",
+        paper="Deng et al., ArcFace: Additive Angular Margin Loss for Deep Face Recognition, "
+        "CVPR 2019",
+        defaults={"margin": 28.6, "scale": 64.0, "proxy_lr_mult": 1.0},
+        defaults_source="Deng et al. 2019 implementation details (s = 64, m = 0.5 rad = "
+        "28.6°); " + NO_MULT.format(what="the class weights, trained with the network"),
+        space={
+            "margin": Float(5.0, 45.0),
+            "scale": Float(8.0, 64.0),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+    ),
+    Entry(
+        name="cosface",
+        pml="CosFaceLoss",
+        paper="Wang et al., CosFace: Large Margin Cosine Loss for Deep Face Recognition, CVPR 2018",
+        defaults={"margin": 0.35, "scale": 64.0, "proxy_lr_mult": 1.0},
+        defaults_source="Wang et al. 2018 experiments (s = 64, m = 0.35); "
+        + NO_MULT.format(what="the class weights, trained with the network"),
+        space={
+            "margin": Float(0.05, 0.6),
+            "scale": Float(8.0, 64.0),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+    ),
+    Entry(
+        name="subcenter-arcface",
+        pml="SubCenterArcFaceLoss",
+        paper="Deng et al., Sub-center ArcFace: Boosting Face Recognition by Large-scale Noisy "
+        "Web Faces, ECCV 2020",
+        defaults={"margin": 28.6, "scale": 64.0, "sub_centers": 3, "proxy_lr_mult": 1.0},
+        defaults_source="Deng et al. 2020 (K = 3 sub-centres, s = 64, m = 0.5 rad); "
+        + NO_MULT.format(what="the sub-centres"),
+        space={
+            "margin": Float(5.0, 45.0),
+            "scale": Float(8.0, 64.0),
+            "sub_centers": Choice((1, 2, 3, 5)),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+    ),
+    Entry(
+        name="sphereface",
+        pml="SphereFaceLoss",
+        paper="Liu et al., SphereFace: Deep Hypersphere Embedding for Face Recognition, CVPR 2017",
+        defaults={"margin": 4, "scale": 1.0, "proxy_lr_mult": 1.0},
+        defaults_source="Liu et al. 2017 (multiplicative angular margin m = 4); PML default "
+        "scale 1; " + NO_MULT.format(what="the class weights"),
+        space={
+            "margin": Choice((1, 2, 3, 4)),
+            "scale": Float(1.0, 64.0),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+    ),
+    Entry(
+        name="large-margin-softmax",
+        pml="LargeMarginSoftmaxLoss",
+        paper="Liu et al., Large-Margin Softmax Loss for Convolutional Neural Networks, ICML 2016",
+        defaults={"margin": 4, "scale": 1.0, "proxy_lr_mult": 1.0},
+        defaults_source="PML default (m = 4, the largest margin Liu et al. 2016 use; scale 1); "
+        + NO_MULT.format(what="the class weights"),
+        space={
+            "margin": Choice((1, 2, 3, 4)),
+            "scale": Float(1.0, 64.0),
+            "proxy_lr_mult": LR_SPACE,
+            "samples_per_class": SPC,
+        },
+        samples_per_class=2,
+    ),
+]
+
+METHODS_BY_NAME = {e.name: register_entry(e) for e in ENTRIES}

@@ -1,0 +1,295 @@
+"""``pml:<LossName>[+<MinerName>]``: any pytorch-metric-learning loss, built on demand.
+
+A researcher asking "how does loss X compare under the same budget?" should not have to write a
+plugin class for each of the ~35 losses pytorch-metric-learning ships. This module registers a
+resolver on the method registry: ``pml:CircleLoss`` or ``pml:TripletMarginLoss+
+MultiSimilarityMiner`` becomes a :class:`~dmlbench.methods.Method` subclass the first time the
+name is asked for, so it works wherever a method name works (``run --method``, protocol files,
+search, records, reports) while ``list()`` and ``--method all`` keep meaning the curated set.
+
+How a loss is adapted (Musgrave et al., ECCV 2020, §4 argue for exactly this: one loss, its
+documented defaults, the same trainer):
+
+- Constructor arguments the protocol determines (``num_classes``, ``embedding_size``,
+  ``descriptors_dim``) are filled in by inspecting the signature; every other argument keeps
+  the library's documented default and is exposed as a hyper-parameter (scalars only), so
+  ``--hparam pml:CircleLoss.m=0.25`` works. A miner's arguments are prefixed ``miner_``.
+- A loss with learnable parameters (proxies, class weights) gets ``loss_lr_mult``: its
+  parameters learn at ``lr × loss_lr_mult`` (1.0 by default: the library states no multiplier).
+- The search space scales each positive float default by ×/÷ 2 (log-uniform), the learning-rate
+  multiplier over [1, 1000] and the samples per class over {2, 4, 8}.
+- Losses that cannot map (embeddings, labels) to a scalar are refused in one line naming why;
+  anything else is probed once on a small batch, so an incompatibility surfaces at the command
+  line, not hours into a search.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any
+
+import torch
+from pytorch_metric_learning import losses, miners
+from torch import nn
+
+from dmlbench.errors import DmlbenchError, RegistryError
+from dmlbench.methods._base import METHODS, HParams, Method
+from dmlbench.registry import did_you_mean
+
+PREFIX = "pml:"
+LR_MULT_KEY = "loss_lr_mult"
+MINER_PREFIX = "miner_"
+#: Constructor arguments the protocol determines, and which attribute of the method fills them.
+PROTOCOL_ARGS = {
+    "num_classes": "num_classes",
+    "embedding_size": "embedding_size",
+    "descriptors_dim": "embedding_size",
+}
+#: Classes of the ``losses`` namespace that cannot be used here, and why.
+REFUSED_LOSSES = {
+    "BaseMetricLossFunction": "an abstract base class, not a loss",
+    "GenericPairLoss": "an abstract base class, not a loss",
+    "BaseLossWrapper": "an abstract wrapper, not a loss",
+    "EmbeddingRegularizerMixin": "a regulariser mixin, not a loss",
+    "WeightRegularizerMixin": "a regulariser mixin, not a loss",
+    "MultipleLosses": "a combinator of several losses; register a method that combines them",
+    "SelfSupervisedLoss": "self-supervised: needs two augmented views (embeddings, ref_emb) "
+    "of the same images instead of class labels",
+    "VICRegLoss": "self-supervised: needs a second augmented view (ref_emb) per image and "
+    "takes no labels",
+    "CrossBatchMemory": "a cross-batch wrapper: it keeps a memory queue of past embeddings "
+    "around another loss and needs that loss as an argument",
+    "ManifoldLoss": "takes no class labels (it assigns samples to proxies at random or from an "
+    "indices tuple); use the catalogue's 'manifold', which assigns each class its proxy",
+}
+#: Papers of library losses outside the catalogue (the catalogue's entries cite the others).
+CITATIONS = {
+    "AngularLoss": "Wang et al., Deep Metric Learning with Angular Loss, ICCV 2017",
+    "ContrastiveLoss": "Hadsell, Chopra & LeCun, Dimensionality Reduction by Learning an "
+    "Invariant Mapping, CVPR 2006",
+    "LiftedStructureLoss": "Oh Song et al., Deep Metric Learning via Lifted Structured "
+    "Feature Embedding, CVPR 2016",
+    "MarginLoss": "Wu et al., Sampling Matters in Deep Embedding Learning, ICCV 2017",
+    "MultiSimilarityLoss": "Wang et al., Multi-Similarity Loss with General Pair Weighting "
+    "for Deep Metric Learning, CVPR 2019",
+    "NPairsLoss": "Sohn, Improved Deep Metric Learning with Multi-class N-pair Loss "
+    "Objective, NeurIPS 2016",
+    "NormalizedSoftmaxLoss": "Zhai & Wu, Classification is a Strong Baseline for Deep Metric "
+    "Learning, BMVC 2019",
+    "ProxyNCALoss": "Movshovitz-Attias et al., No Fuss Distance Metric Learning using "
+    "Proxies, ICCV 2017",
+    "TripletMarginLoss": "Weinberger & Saul, Distance Metric Learning for Large Margin "
+    "Nearest Neighbor Classification, JMLR 2009",
+}
+REFUSED_MINERS = {
+    "BaseMiner": "an abstract base class, not a miner",
+    "EmbeddingsAlreadyPackagedAsTriplets": "needs batches packaged as (anchor, positive, "
+    "negative) triplets, not class-balanced batches",
+}
+
+
+def _classes(module: Any, base: type) -> dict[str, type]:
+    return {
+        n: c
+        for n, c in vars(module).items()
+        if inspect.isclass(c) and issubclass(c, base) and not n.startswith("_")
+    }
+
+
+def loss_classes() -> dict[str, type]:
+    """Every class of ``pytorch_metric_learning.losses`` (usable or not)."""
+    return _classes(losses, nn.Module)
+
+
+def miner_classes() -> dict[str, type]:
+    return _classes(miners, nn.Module)
+
+
+def _lookup(kind: str, name: str, table: dict[str, type], refused: dict[str, str]) -> type:
+    if name not in table:
+        hint = did_you_mean(name, sorted(set(table) - set(refused)))
+        raise RegistryError(f"unknown pytorch-metric-learning {kind} '{name}'{hint}")
+    if name in refused:
+        raise DmlbenchError(f"pml {kind} {name} cannot be used here: {refused[name]}")
+    return table[name]
+
+
+def init_params(cls: type) -> list[inspect.Parameter]:
+    """Constructor parameters, following ``*args`` to the base class (``CosFaceLoss`` passes
+    ``num_classes, embedding_size`` through ``*args`` to ``LargeMarginSoftmaxLoss``)."""
+    own = list(inspect.signature(cls).parameters.values())
+    out = [p for p in own if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in own):
+        base = next(b for b in cls.__mro__[1:] if "__init__" in vars(b))
+        names = {p.name for p in out}
+        out += [p for p in init_params(base) if p.name not in names and p.default is p.empty]
+    return out
+
+
+def _scalar_defaults(cls: type, what: str) -> HParams:
+    """Keyword defaults that are scalars; a required argument the protocol cannot fill is an
+    error (the library documents no value for it)."""
+    defaults: HParams = {}
+    missing = []
+    for p in init_params(cls):
+        if p.name in PROTOCOL_ARGS:
+            continue
+        if p.default is p.empty:
+            missing.append(p.name)
+        elif isinstance(p.default, (bool, int, float, str)):
+            defaults[p.name] = p.default
+    if missing:
+        raise DmlbenchError(
+            f"pml {what} {cls.__name__} cannot be used here: the library documents no default "
+            f"for {', '.join(missing)}; register a method that sets them"
+        )
+    return defaults
+
+
+def protocol_kwargs(cls: type, num_classes: int, embedding_size: int) -> dict[str, int]:
+    """The constructor arguments a protocol determines, by parameter name."""
+    values = {"num_classes": num_classes, "embedding_size": embedding_size}
+    params = {p.name: p for p in init_params(cls)}
+    return {
+        n: values[attr]
+        for n, attr in PROTOCOL_ARGS.items()
+        if n in params and params[n].default is inspect.Parameter.empty
+    }
+
+
+class PMLLoss(nn.Module):
+    """``loss(embeddings, labels, miner(embeddings, labels))``: the trainer's loss signature.
+
+    The miner (if any) is a submodule too, so the loss's parameters (proxies) reach the
+    optimizer through :meth:`Method.param_groups` and nothing else does.
+    """
+
+    def __init__(self, loss: nn.Module, miner: nn.Module | None = None) -> None:
+        super().__init__()
+        self.loss = loss
+        self.miner = miner
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        tuples = self.miner(embeddings, labels) if self.miner is not None else None
+        out: torch.Tensor = self.loss(embeddings, labels, tuples)
+        return out
+
+
+class PMLMethod(Method):
+    """Base of the ``pml:`` methods; :func:`resolve` fills in the class attributes."""
+
+    loss_cls: type = nn.Module
+    miner_cls: type | None = None
+    loss_keys: tuple[str, ...] = ()
+    miner_keys: tuple[str, ...] = ()
+
+    def build_loss(self) -> nn.Module:
+        h = self.hparams
+        kwargs = {k: h[k] for k in self.loss_keys}
+        loss = self.loss_cls(
+            **protocol_kwargs(self.loss_cls, self.num_classes, self.embedding_size), **kwargs
+        )
+        miner = None
+        if self.miner_cls is not None:
+            miner = self.miner_cls(**{k: h[MINER_PREFIX + k] for k in self.miner_keys})
+        return PMLLoss(loss, miner)
+
+    @classmethod
+    def search_space(cls, trial: Any) -> HParams:
+        out: HParams = {}
+        for key, value in cls.defaults.items():
+            if key == LR_MULT_KEY:
+                out[key] = trial.suggest_float(key, 1.0, 1000.0, log=True)
+            elif isinstance(value, float) and value > 0:
+                out[key] = trial.suggest_float(key, value / 2, value * 2, log=True)
+        out["samples_per_class"] = trial.suggest_categorical("samples_per_class", [2, 4, 8])
+        return out
+
+
+def _probe(method: Method, name: str) -> None:
+    """Run the loss once on a small batch (4 classes × 4) without touching the global RNG."""
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # library deprecation noise, not the user's concern
+        torch.manual_seed(0)
+        try:
+            loss_fn = method.build_loss()
+            labels = torch.arange(4).repeat_interleave(4) % max(method.num_classes, 1)
+            emb = nn.functional.normalize(torch.randn(16, method.embedding_size), dim=1)
+            emb.requires_grad_(True)
+            value = loss_fn(emb, labels)
+            ok = isinstance(value, torch.Tensor) and value.numel() == 1
+        except (ValueError, TypeError, AssertionError, RuntimeError, IndexError) as err:
+            why = " ".join(str(err).split()) or type(err).__name__
+            raise DmlbenchError(f"{name} cannot be used here: {why}") from None
+    if not ok:
+        raise DmlbenchError(f"{name} cannot be used here: it does not return a scalar")
+
+
+def resolve(name: str) -> type[Method]:
+    """Build the method class of ``pml:<Loss>[+<Miner>]`` (raises one-line errors)."""
+    from dmlbench.methods._catalogue import citation_for
+
+    spec = name[len(PREFIX) :]
+    loss_name, plus, miner_name = spec.partition("+")
+    if not loss_name or (plus and not miner_name):
+        raise DmlbenchError(f"method '{name}': expected pml:<LossName> or pml:<Loss>+<Miner>")
+    loss_cls = _lookup("loss", loss_name, loss_classes(), REFUSED_LOSSES)
+    defaults = _scalar_defaults(loss_cls, "loss")
+    miner_cls = None
+    miner_defaults: HParams = {}
+    if miner_name:
+        miner_cls = _lookup("miner", miner_name, miner_classes(), REFUSED_MINERS)
+        miner_defaults = _scalar_defaults(miner_cls, "miner")
+    try:
+        with torch.random.fork_rng(devices=[]):
+            sample = loss_cls(**protocol_kwargs(loss_cls, 4, 4))
+    except (ValueError, TypeError, AssertionError) as err:
+        raise DmlbenchError(f"{name} cannot be used here: {err}") from None
+    learnable = any(p.requires_grad for p in sample.parameters())
+    all_defaults: HParams = {**defaults, **{MINER_PREFIX + k: v for k, v in miner_defaults.items()}}
+    if learnable:
+        all_defaults[LR_MULT_KEY] = 1.0
+    cited = citation_for(loss_name) or CITATIONS.get(loss_name)
+    attrs: dict[str, Any] = {
+        "name": name,
+        "paper": f"{cited or loss_name}, via pytorch-metric-learning {loss_name}"
+        + (f" + {miner_name}" if miner_name else ""),
+        "defaults": all_defaults,
+        "defaults_source": "pytorch-metric-learning defaults (its documentation); "
+        + (
+            f"{LR_MULT_KEY} 1.0: the library states no learning-rate multiplier"
+            if learnable
+            else "no learnable loss parameters"
+        ),
+        "lr_mult_key": LR_MULT_KEY if learnable else None,
+        "loss_cls": loss_cls,
+        "miner_cls": miner_cls,
+        "loss_keys": tuple(defaults),
+        "miner_keys": tuple(miner_defaults),
+        "__doc__": f"pytorch-metric-learning's {spec} with its documented defaults.",
+    }
+    cls = type(f"PML_{loss_name}_{miner_name}", (PMLMethod,), attrs)
+    _probe(cls(None, num_classes=8, embedding_size=16), name)
+    return cls
+
+
+METHODS.add_resolver(PREFIX, resolve)
+
+
+def list_pml(pattern: str = "pml:*") -> list[tuple[str, str | None]]:
+    """``(name, None)`` for each library loss that resolves, ``(name, why)`` for the others."""
+    import fnmatch
+
+    out: list[tuple[str, str | None]] = []
+    for loss_name in sorted(loss_classes()):
+        name = PREFIX + loss_name
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
+        try:
+            METHODS.get(name)
+        except DmlbenchError as err:
+            out.append((name, str(err).split(": ", 1)[-1]))
+        else:
+            out.append((name, None))
+    return out
