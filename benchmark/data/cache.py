@@ -15,11 +15,16 @@ resizing); a missing or corrupt image stops it with a :class:`DataError` naming 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import io
 import json
 import logging
 import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,10 +33,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from dmlbench.atomic import atomic_write
+from dmlbench.data.npz_cache import DAMAGED
 from dmlbench.errors import DataError
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
+CHUNK = 1 << 24  # pixels.npy is checksummed per 16 MB
+BUILDING = ".building"  # lock file of a build in progress
 
 
 def resized_shape(width: int, height: int, resize: int | None) -> tuple[int, int]:
@@ -120,30 +129,93 @@ def open_or_build(
     resize: int | None,
     workers: int | None = None,
 ) -> ImageCache:
-    """The cache of ``files`` at ``resize``, built on first use."""
+    """The cache of ``files`` at ``resize``, built on first use; a damaged one is rebuilt."""
     path = cache_path(cache_root, manifest_hash, resize)
-    if _is_complete(path, len(files)):
+    clean_stale_builds(path.parent)
+    problem = _problem(path, len(files))
+    if problem is None:
         return ImageCache(path)
     if path.exists():
-        log.warning("image cache %s is incomplete or damaged; rebuilding", path)
+        log.warning("image cache %s is damaged (%s); rebuilding it", path, problem)
         shutil.rmtree(path, ignore_errors=True)
     _build(path, files, resize, workers)
     return ImageCache(path)
 
 
-def _is_complete(path: Path, count: int) -> bool:
+def _stamp(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _chunk_crcs(pixels: np.ndarray) -> list[int]:
+    """CRC-32 of each :data:`CHUNK` bytes of the flat pixel array."""
+    return [zlib.crc32(pixels[i : i + CHUNK].data) for i in range(0, max(len(pixels), 1), CHUNK)]
+
+
+def _problem(path: Path, count: int) -> str | None:
+    """Why the cache at ``path`` cannot be used (``None``: it can).
+
+    ``index.npy`` is small and checked against its SHA-256 every time. ``pixels.npy`` can be
+    tens of GB, so its per-chunk CRC-32s are recomputed only when its size or modification
+    time differ from those recorded when it was last verified (overwriting bytes changes the
+    mtime); a cache that passes gets the new stamp.
+    """
+    if not path.exists():
+        return "absent"
     try:
         meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-        index = np.load(path / "index.npy", mmap_mode="r")
-        pixels = np.load(path / "pixels.npy", mmap_mode="r")
-    except (OSError, ValueError):
-        return False
-    if meta.get("version") != CACHE_VERSION or meta.get("count") != count:
-        return False
-    if index.shape != (count, 3) or count == 0:
-        return False
+        if not isinstance(meta, dict) or meta.get("version") != CACHE_VERSION:
+            return "no or an older meta.json"
+        if meta.get("count") != count or count == 0:
+            return f"{meta.get('count')} images cached, {count} listed"
+        index_bytes = (path / "index.npy").read_bytes()
+        if hashlib.sha256(index_bytes).hexdigest() != meta.get("index_sha256"):
+            return "index.npy differs from its checksum"
+        index = np.load(io.BytesIO(index_bytes), allow_pickle=False)
+        pixels = np.load(path / "pixels.npy", mmap_mode="r", allow_pickle=False)
+    except (*DAMAGED, UnicodeDecodeError) as err:
+        return f"{type(err).__name__}: {err}".splitlines()[0][:200]
+    if index.shape != (count, 3) or pixels.dtype != np.uint8 or pixels.ndim != 1:
+        return "index.npy or pixels.npy has the wrong shape"
     offset, h, w = (int(v) for v in index[-1])
-    return pixels.shape == (offset + 3 * h * w,)
+    if pixels.shape != (offset + 3 * h * w,):
+        return "pixels.npy is truncated"
+    if meta.get("pixels_stamp") == _stamp(path / "pixels.npy"):
+        return None
+    crcs = meta.get("pixels_crc32")
+    actual = _chunk_crcs(pixels)
+    if crcs != actual:
+        pairs = zip(actual, crcs or [], strict=False)
+        bad = next((i for i, (a, b) in enumerate(pairs) if a != b), 0)
+        return f"pixels.npy differs from its checksum from byte {bad * CHUNK}"
+    meta["pixels_stamp"] = _stamp(path / "pixels.npy")
+    with contextlib.suppress(OSError):  # a read-only cache: verified again next time
+        atomic_write(path / "meta.json", lambda fh: fh.write(json.dumps(meta).encode()))
+    return None
+
+
+def clean_stale_builds(folder: Path) -> list[Path]:
+    """Remove temp folders of cache builds whose process is gone (SIGKILL, power loss).
+
+    A build holds an exclusive lock on ``.building`` in its temp folder for its whole life, and
+    the lock dies with the process: a temp folder whose lock can be taken is abandoned. Returns
+    the folders removed.
+    """
+    removed = []
+    for tmp in sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []:
+        if not tmp.is_dir():
+            continue
+        try:
+            with open(tmp / BUILDING, "a+") as fh:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BlockingIOError:  # a live build, in this or another process
+            continue
+        except OSError:  # read-only cache folder: nothing we can do, nothing we need
+            continue
+        log.warning("removed %s, left by an interrupted image cache build", tmp)
+        removed.append(tmp)
+    return removed
 
 
 def _build(path: Path, files: Sequence[Path], resize: int | None, workers: int | None) -> None:
@@ -154,6 +226,8 @@ def _build(path: Path, files: Sequence[Path], resize: int | None, workers: int |
     workers = workers or min(8, os.cpu_count() or 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
+    building = open(tmp / BUILDING, "a+")  # noqa: SIM115 (held until the build ends)
+    fcntl.flock(building.fileno(), fcntl.LOCK_EX)  # see clean_stale_builds
     try:
         with ThreadPoolExecutor(workers) as pool:
             sizes = list(pool.map(image_size, files))
@@ -182,15 +256,24 @@ def _build(path: Path, files: Sequence[Path], resize: int | None, workers: int |
                 bar.update(1)
         pixels.flush()
         np.save(tmp / "index.npy", index)
-        meta = {"version": CACHE_VERSION, "count": len(files), "resize": resize}
+        meta = {
+            "version": CACHE_VERSION,
+            "count": len(files),
+            "resize": resize,
+            "index_sha256": hashlib.sha256((tmp / "index.npy").read_bytes()).hexdigest(),
+            "pixels_crc32": _chunk_crcs(pixels),
+            "pixels_stamp": _stamp(tmp / "pixels.npy"),
+        }
+        (tmp / BUILDING).unlink()
         (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         try:
             os.rename(tmp, path)
         except OSError:  # another process finished the same cache first
-            if not _is_complete(path, len(files)):
+            if _problem(path, len(files)) is not None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        building.close()
 
 
 def _seeds(seed: int, epoch: int, keys: Sequence[int], n: int) -> list[int]:
