@@ -66,7 +66,11 @@ class Entry:
     extra: tuple[str, ...] = ()
     build: Callable[[nn.Module, HParams], nn.Module] | None = None
     pml_kwargs: Callable[[int, int], dict[str, Any]] | None = None
+    loss_cls: type[nn.Module] | None = None  # a fixed subclass of the library class
     docs: str = field(default="")
+
+    def library_class(self) -> type[nn.Module]:
+        return self.loss_cls or getattr(losses, self.pml)
 
 
 def citation_for(pml_name: str) -> str | None:
@@ -93,7 +97,7 @@ class CatalogueMethod(Method):
         from dmlbench.methods.pml import protocol_kwargs
 
         e = self.entry
-        cls = getattr(losses, e.pml)
+        cls = e.library_class()
         skip = {LR_MULT_KEY, "samples_per_class", *e.extra}
         own = {k: v for k, v in self.hparams.items() if k not in skip}
         if e.pml_kwargs is not None:
@@ -105,7 +109,7 @@ class CatalogueMethod(Method):
     def build_loss(self) -> nn.Module:
         from dmlbench.methods.pml import PMLLoss
 
-        loss = getattr(losses, self.entry.pml)(**self.loss_kwargs())
+        loss = self.entry.library_class()(**self.loss_kwargs())
         if self.entry.build is not None:
             return self.entry.build(loss, self.hparams)
         return PMLLoss(loss)

@@ -7,6 +7,10 @@ with 4 images per class by default (the trainer's default for pair losses; the s
 the intra-pair variance term. The variance term alone (pytorch-metric-learning's
 ``IntraPairVarianceLoss``) only equalises similarities and can be minimised by a collapsed
 embedding, so it is not registered alone (``pml:IntraPairVarianceLoss`` still runs it).
+``dynamic-soft-margin`` fixes a library bug: ``DynamicSoftMarginLoss`` updates its running
+histogram from the loss values *with* their graph, so the second batch backpropagates into the
+first batch's freed graph and fails. Zhang & Rusinkiewicz (ICCV 2019, §3) treat the CDF weights
+as statistics of past batches; the histogram is updated from detached values here.
 ``threshold-consistent-margin`` is registered alone, as the library ships it; Zhang et al.
 (ICLR 2024) add it as a regulariser to a base loss, which this entry does not do.
 """
@@ -37,6 +41,13 @@ class TupletPlusVariance(nn.Module):
             embeddings, labels
         )
         return out
+
+
+class DetachedHistogramDSM(losses.DynamicSoftMarginLoss):
+    """``DynamicSoftMarginLoss`` whose running histogram does not keep the batch's graph."""
+
+    def update_histogram(self, data: torch.Tensor) -> None:
+        super().update_histogram(data.detach())
 
 
 def _tuplet_ipv(loss: nn.Module, h: HParams) -> nn.Module:
@@ -179,8 +190,10 @@ ENTRIES = [
         paper="Zhang & Rusinkiewicz, Learning Local Descriptors with a CDF-Based Dynamic Soft "
         "Margin, ICCV 2019",
         defaults={"min_val": -2.0, "num_bins": 10, "momentum": 0.01},
-        defaults_source=PML_DEFAULT.format(what="min_val −2, 10 bins, momentum 0.01"),
+        defaults_source=PML_DEFAULT.format(what="min_val −2, 10 bins, momentum 0.01")
+        + "; histogram updated from detached values (library bug fixed)",
         space={"momentum": Float(0.001, 0.1), "samples_per_class": SPC},
+        loss_cls=DetachedHistogramDSM,
     ),
 ]
 

@@ -60,6 +60,8 @@ REFUSED_LOSSES = {
     "takes no labels",
     "CrossBatchMemory": "a cross-batch wrapper: it keeps a memory queue of past embeddings "
     "around another loss and needs that loss as an argument",
+    "DynamicSoftMarginLoss": "its running histogram keeps the previous batch's graph, so the "
+    "second training step fails (library bug); use the catalogue's 'dynamic-soft-margin'",
     "ManifoldLoss": "takes no class labels (it assigns samples to proxies at random or from an "
     "indices tuple); use the catalogue's 'manifold', which assigns each class its proxy",
 }
