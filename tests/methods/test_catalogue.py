@@ -268,3 +268,20 @@ def test_catalogue_entries_are_cited_with_sources() -> None:
             assert "lr" in cls.defaults_source or "multiplier" in cls.defaults_source, name
     assert METHODS.get("proxy-anchor").defaults["proxy_lr_mult"] == 100.0
     assert METHODS.get("soft-triple").defaults["proxy_lr_mult"] == 100.0
+
+
+@pytest.mark.parametrize("name", [*CATALOGUE, "pml:CircleLoss", "pml:ProxyAnchorLoss"])
+def test_search_space_samples_build_a_loss(name: str) -> None:
+    """Every sampled configuration is a valid set of hyper-parameters of the method."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    cls = METHODS.get(name)
+    for _ in range(2):
+        hparams = cls.search_space(study.ask())
+        assert "samples_per_class" in hparams
+        method = create_method(name, hparams, num_classes=8, embedding_size=16)
+        loss = method.build_loss()
+        x = F.normalize(torch.randn(32, 16), dim=1)
+        assert torch.isfinite(loss(x, torch.arange(8).repeat_interleave(4))), hparams
