@@ -15,7 +15,9 @@ documented defaults, the same trainer):
   the library's documented default and is exposed as a hyper-parameter (scalars only), so
   ``--hparam pml:CircleLoss.m=0.25`` works. A miner's arguments are prefixed ``miner_``.
 - A loss with learnable parameters (proxies, class weights) gets ``loss_lr_mult``: its
-  parameters learn at ``lr × loss_lr_mult`` (1.0 by default: the library states no multiplier).
+  parameters learn at ``lr × loss_lr_mult``. The library states no multiplier; the default is
+  100, the catalogue's (Proxy-Anchor's and SoftTriple's authors' code), because at the DML
+  protocols' backbone rate (Adam, 1e-5) a 1× rate leaves proxies near their initialisation.
 - The search space scales each positive float default by ×/÷ 2 (log-uniform), the learning-rate
   multiplier over [1, 1000] and the samples per class over {2, 4, 8}.
 - Losses that cannot map (embeddings, labels) to a scalar are refused in one line naming why;
@@ -251,7 +253,7 @@ def resolve(name: str) -> type[Method]:
     learnable = any(p.requires_grad for p in sample.parameters())
     all_defaults: HParams = {**defaults, **{MINER_PREFIX + k: v for k, v in miner_defaults.items()}}
     if learnable:
-        all_defaults[LR_MULT_KEY] = 1.0
+        all_defaults[LR_MULT_KEY] = 100.0
     cited = citation_for(loss_name) or CITATIONS.get(loss_name)
     attrs: dict[str, Any] = {
         "name": name,
@@ -260,7 +262,8 @@ def resolve(name: str) -> type[Method]:
         "defaults": all_defaults,
         "defaults_source": "pytorch-metric-learning defaults (its documentation); "
         + (
-            f"{LR_MULT_KEY} 1.0: the library states no learning-rate multiplier"
+            f"{LR_MULT_KEY} 100: the library states no learning-rate multiplier; 100 as "
+            "Proxy-Anchor's and SoftTriple's authors' code train proxies"
             if learnable
             else "no learnable loss parameters"
         ),
