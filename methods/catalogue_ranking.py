@@ -47,8 +47,8 @@ ENTRIES = [
         paper="Brown et al., Smooth-AP: Smoothing the Path Towards Large-Scale Image "
         "Retrieval, ECCV 2020",
         defaults={"temperature": 0.01},
-        defaults_source="Brown et al. 2020 (sigmoid temperature τ = 0.01; also PML's "
-        "default); no learnable parameters",
+        defaults_source="authors' official code (src/main.py: sigmoid temperature 0.01, 4 "
+        "samples per class; also PML's default τ); no learnable parameters",
         space={"temperature": Float(0.001, 0.1), "samples_per_class": SPC},
         build=_grouped,
     ),
