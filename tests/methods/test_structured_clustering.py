@@ -1,5 +1,6 @@
-"""structured-clustering against loops written from seed 002 eq. 10-12 (Oh Song et al. 2017),
-and its greedy inference against exhaustive search on tiny batches."""
+"""structured-clustering against loops written from Fehervari et al. 2019 eq. 10-12 (Oh Song et
+al., CVPR 2017), its greedy inference against exhaustive search on tiny batches, and its
+all-candidates NMI (moved counts) against the NMI of each candidate partition written out."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 from sklearn.metrics import normalized_mutual_info_score
 
 from dmlbench.methods import create_method
+from dmlbench.methods._common import pairwise_distances
 from dmlbench.methods.structured_clustering import greedy_augmented_medoids, nmi_many
 
 GAMMA = 1.0
@@ -136,6 +138,44 @@ def test_nmi_many_matches_scikit_learn() -> None:
         assert math.isclose(float(value), normalized_mutual_info_score(y, row), abs_tol=1e-12)
     single = nmi_many(torch.zeros(1, 6, dtype=torch.long), 1, torch.zeros(6, dtype=torch.long), 1)
     assert float(single) == 1.0  # scikit-learn's convention for two one-cluster partitions
+
+
+def greedy_by_explicit_partitions(
+    d: torch.Tensor, y: torch.Tensor, num_classes: int, gamma: float
+) -> tuple[list[int], torch.Tensor, float]:
+    """The greedy inference with every candidate's partition written out as a (B, B) table and
+    scored by :func:`nmi_many` (the straightforward form of the vectorised one)."""
+    n = len(y)
+    cur_min, cur_assign = torch.full((n,), math.inf, dtype=d.dtype), torch.zeros(n).long()
+    chosen: list[int] = []
+    nmi = torch.ones(n, dtype=torch.float64)
+    eye = torch.eye(n, dtype=torch.bool)
+    for k in range(num_classes):
+        new_min = torch.minimum(cur_min[:, None], d)
+        assign = torch.where((d < cur_min[:, None]) | eye, k, cur_assign[:, None])
+        nmi = nmi_many(assign.t(), k + 1, y, num_classes)
+        score = -new_min.sum(dim=0).double() + gamma * (1.0 - nmi)
+        score[chosen] = -math.inf
+        j = int(score.argmax())
+        chosen.append(j)
+        cur_min, cur_assign = new_min[:, j], assign[:, j]
+    return chosen, cur_assign, float(nmi[chosen[-1]])
+
+
+@pytest.mark.parametrize("gamma", [0.0, 1.0, 20.0])
+@pytest.mark.parametrize(("n", "dim", "per_class"), [(60, 16, 5), (48, 4, 3), (40, 64, 8)])
+def test_vectorised_greedy_equals_the_explicit_partitions(
+    n: int, dim: int, per_class: int, gamma: float
+) -> None:
+    g = torch.Generator().manual_seed(n + dim)
+    emb = torch.nn.functional.normalize(torch.randn(n, dim, generator=g), dim=1)
+    y = torch.randperm(n, generator=g) // per_class
+    d = pairwise_distances(emb)
+    chosen, assign, nmi = greedy_augmented_medoids(d, y, int(y.max()) + 1, gamma)
+    expected = greedy_by_explicit_partitions(d, y, int(y.max()) + 1, gamma)
+    assert chosen == expected[0]
+    assert assign.tolist() == expected[1].tolist()
+    assert math.isclose(nmi, expected[2], rel_tol=1e-12, abs_tol=1e-12)
 
 
 @pytest.mark.parametrize(
