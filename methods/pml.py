@@ -7,8 +7,8 @@ MultiSimilarityMiner`` becomes a :class:`~dmlbench.methods.Method` subclass the 
 name is asked for, so it works wherever a method name works (``run --method``, protocol files,
 search, records, reports) while ``list()`` and ``--method all`` keep meaning the curated set.
 
-How a loss is adapted (Musgrave et al., ECCV 2020, §4 argue for exactly this: one loss, its
-documented defaults, the same trainer):
+How a loss is adapted (as in Musgrave et al., A Metric Learning Reality Check, ECCV 2020, which
+compares the library's losses under one training setup):
 
 - Constructor arguments the protocol determines (``num_classes``, ``embedding_size``,
   ``descriptors_dim``) are filled in by inspecting the signature; every other argument keeps
