@@ -192,10 +192,19 @@ class Protocol(StrictModel):
     def without_search(self) -> Protocol:
         """The same protocol with a zero tuning budget: every method runs its paper defaults.
 
-        Its hash differs, so default-hyper-parameter results can never share a table (or a
-        record file) with tuned ones.
+        Named ``<name>@defaults``, with its own hash, so default-hyper-parameter results can
+        never share a table (or a record file) with tuned ones, and a reader tells them apart
+        by name, not by a 12-character hash.
         """
-        return self.with_overrides({"search.trials": 0}, name=self.name)
+        return self.with_trials(0)
+
+    def with_trials(self, trials: int) -> Protocol:
+        """The protocol with another tuning budget, named ``<name>@trials=N`` (``@defaults``
+        for 0); the protocol itself when the budget is unchanged."""
+        if trials == self.search.trials:
+            return self
+        suffix = "defaults" if trials == 0 else f"trials={trials}"
+        return self.with_overrides({"search.trials": trials}, name=f"{self.name}@{suffix}")
 
     def with_overrides(self, overrides: dict[str, Any], name: str | None = None) -> Protocol:
         """A derived protocol with dotted keys replaced (``{"model.embedding_size": 32}``)."""
@@ -228,8 +237,12 @@ def builtin_names() -> list[str]:
 def resolve_path(name_or_path: str | Path) -> Path:
     """A file path, or the name of a shipped protocol (``glyphs-mini``)."""
     path = Path(name_or_path)
-    if path.suffix in {".yaml", ".yml"} or path.exists():
-        if not path.is_file():
+    try:  # a folder on the way that this user may not enter: one line, not a traceback
+        is_path, is_file = path.suffix in {".yaml", ".yml"} or path.exists(), path.is_file()
+    except OSError as err:
+        raise ProtocolError(f"{path}: cannot read protocol file ({err.strerror})") from None
+    if is_path:
+        if not is_file:
             raise ProtocolError(f"{path}: protocol file not found")
         return path
     candidate = builtin_dir() / f"{name_or_path}.yaml"
@@ -261,7 +274,7 @@ def validate_protocol(raw: dict[str, Any], source: str) -> Protocol:
 def _check_components(protocol: Protocol, source: str) -> None:
     # Imported here: data/models/methods import this module.
     from dmlbench.data import DATASETS
-    from dmlbench.errors import RegistryError
+    from dmlbench.errors import DmlbenchError, RegistryError
     from dmlbench.methods import METHODS
     from dmlbench.models import BACKBONES, backbone_exists
 
@@ -283,6 +296,10 @@ def _check_components(protocol: Protocol, source: str) -> None:
         if method not in METHODS:
             hint = did_you_mean(method, METHODS.list())
             raise ProtocolError(f"{source}: methods: unknown method '{method}'{hint}")
+        try:
+            METHODS.get(method).check_batch(protocol.batch.size, protocol.batch.samples_per_class)
+        except DmlbenchError as err:
+            raise ProtocolError(f"{source}: batch.size: {err}") from None
 
 
 def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:

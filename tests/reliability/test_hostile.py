@@ -1,0 +1,436 @@
+"""A hostile user against the README's "What happens when…" table (issue #16), from the shell.
+
+Every case runs ``python -m dmlbench`` in a subprocess, as a user would, and checks what the
+table promises: exit status 2 with ONE ``error: …`` line naming the file, key or path and no
+traceback, or the documented recovery (a warning naming the file, then a normal run) — and
+that nothing already on disk was lost.
+
+The glyphs cases use a tiny generated protocol (8 classes of 16 px glyphs, 2 steps); the
+real-image cases the CUB-200-2011 fixture of :mod:`tests.reliability.test_bad_input`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.reliability.test_bad_input import BANNER, Setup
+
+TINY = """\
+name: glyphs-tiny
+version: 1
+data: {dataset: glyphs, params: {image_size: 16, num_classes: 8, instances_per_font: 1}}
+model: {backbone: small-cnn, pretrained: null, embedding_size: 8}
+batch: {size: 16, samples_per_class: 4}
+optim: {lr: 1.0e-3, epochs: 1}
+metrics: {recall_at: [1, 2], nmi: false}
+search: {trials: 0}
+seeds: [0]
+methods: [contrastive]
+"""
+QUICK = ["--max-steps", "2", "--no-progress"]
+
+
+def dmlbench(
+    *argv: str | Path, cache: Path, cwd: Path | None = None, as_nobody: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python -m dmlbench ARGV`` with its own cache folder (as ``nobody`` when asked: root
+    ignores file permissions, so a read-only folder is only read-only to another user)."""
+    env = {**os.environ, "DMLBENCH_CACHE": str(cache), "PYTHONWARNINGS": "ignore"}
+    prefix: list[str] = []
+    if as_nobody and os.geteuid() == 0:
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        env["HOME"] = str(cache)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "dmlbench", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+PROGRESS = ("searching ", "trial ")  # a search's progress lines, like the run banner
+
+
+def lines_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """Lines on stderr, the run banner and search progress aside; never a traceback."""
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return [
+        ln
+        for ln in proc.stderr.splitlines()
+        if ln.strip() and not BANNER.match(ln) and not ln.startswith(PROGRESS)
+    ]
+
+
+def one_error(proc: subprocess.CompletedProcess[str], *fragments: str | Path) -> str:
+    """Exit status 2 and exactly one ``error:`` line on stderr containing every fragment."""
+    lines = lines_of(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for fragment in fragments:
+        assert str(fragment) in lines[0], lines[0]
+    return lines[0]
+
+
+def warnings(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """A successful run's stderr lines: only warnings (and progress lines of a search)."""
+    assert proc.returncode == 0, proc.stderr
+    lines = lines_of(proc)
+    assert all(ln.startswith(("WARNING", "warning")) for ln in lines), proc.stderr
+    return lines
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder``: what must not be lost or changed."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock")
+    }
+
+
+class Tiny:
+    """The tiny glyphs protocol in a folder, with its results, reports and cache folders."""
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        self.protocol = folder / "tiny.yaml"
+        if not self.protocol.exists():
+            self.protocol.write_text(TINY)
+        self.results, self.reports, self.cache = (
+            folder / n for n in ("results", "reports", "cache")
+        )
+
+    def run(self, *extra: str | Path, as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
+        return dmlbench(
+            "run", "--protocol", self.protocol, "--results-dir", self.results,
+            "--reports-dir", self.reports, "--no-search", *QUICK, *extra,
+            cache=self.cache, as_nobody=as_nobody,
+        )  # fmt: skip
+
+    def records(self) -> list[Path]:
+        return sorted(self.results.rglob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder where the tiny protocol ran once: records, reports and the glyphs cache."""
+    tiny = Tiny(tmp_path_factory.mktemp("finished"))
+    proc = tiny.run()
+    assert proc.returncode == 0, proc.stderr
+    assert len(tiny.records()) == 2  # untrained + contrastive
+    return tiny.dir
+
+
+@pytest.fixture
+def tiny(finished: Path, tmp_path: Path) -> Tiny:
+    """A private copy of :func:`finished`."""
+    shutil.copytree(finished, tmp_path / "t")
+    return Tiny(tmp_path / "t")
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A folder another user can enter (pytest's own tmp folders are private to root)."""
+    folder = Path(tempfile.mkdtemp(prefix="dmlbench-hostile-"))
+    folder.chmod(0o755)
+    yield folder
+    for p in [folder, *folder.rglob("*")]:
+        if p.is_dir():
+            p.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+# --------------------------------------------------------------------------- 1: data caches
+
+
+def test_1_a_truncated_glyphs_cache_is_regenerated_with_a_warning(tiny: Tiny) -> None:
+    (cache_file,) = (tiny.cache / "glyphs").glob("*.npz")
+    good = np.load(cache_file)["images"]
+    cache_file.write_bytes(cache_file.read_bytes()[:5000])
+    before = snapshot(tiny.results)
+    proc = tiny.run("--force")
+    (line,) = warnings(proc)
+    assert str(cache_file) in line and "damaged" in line and "rebuilding" in line
+    np.testing.assert_array_equal(np.load(cache_file)["images"], good)  # regenerated
+    assert set(snapshot(tiny.results)) == set(before)
+    assert warnings(tiny.run()) == []  # and read again without a word
+
+
+@pytest.mark.parametrize("module", ["poses", "neighbours"])
+def test_1_the_poses_and_neighbour_caches_use_the_same_recovery(
+    module: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dmlbench.data.dense import PoseDistance, neighbour_lists
+    from dmlbench.data.poses import PosesParams, load_or_generate
+
+    params = PosesParams(image_size=24, train_poses=2, test_poses=1, images_per_pose=2)
+    labels = np.random.default_rng(0).normal(size=(30, 28)).astype(np.float32)
+
+    def load() -> tuple[np.ndarray, ...]:
+        if module == "poses":
+            return load_or_generate(params, tmp_path)
+        return neighbour_lists(labels, PoseDistance(), 4, tmp_path)
+
+    first = load()
+    (path,) = tmp_path.rglob("*.npz")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    again = load()
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert str(path) in caplog.text and "rebuilding" in caplog.text
+
+
+# --------------------------------------------------------------------------- 2: records
+
+
+def test_2_report_skips_records_that_are_json_but_not_objects(tiny: Tiny) -> None:
+    folder = tiny.records()[0].parent
+    bad = [folder / f"zz{i}-seed0-final.json" for i in range(4)]
+    for path, content in zip(bad, ["[1, 2, 3]", "null", "42", '"text"'], strict=True):
+        path.write_text(content)
+    before = snapshot(tiny.results)
+    proc = dmlbench(
+        "report", "--results-dir", tiny.results, "--reports-dir", tiny.reports, cache=tiny.cache
+    )
+    lines = warnings(proc)
+    assert [ln.split(": damaged record skipped")[0] for ln in lines] == [
+        f"warning: {p}" for p in bad
+    ]
+    assert "contrastive" in proc.stdout  # the table of the other records
+    assert snapshot(tiny.results) == before
+    assert warnings(tiny.run()) == []  # `run` does not trip over them either
+
+
+# --------------------------------------------------------------------------- 4: optuna.db
+
+
+def test_4_a_damaged_optuna_db_is_one_line_naming_it(tiny: Tiny) -> None:
+    tiny.results.mkdir(exist_ok=True)
+    db = tiny.results / "optuna.db"
+    db.write_bytes(np.random.default_rng(0).bytes(20_000))
+    before = snapshot(tiny.results)
+    proc = dmlbench(
+        "run", "--protocol", tiny.protocol, "--results-dir", tiny.results,
+        "--reports-dir", tiny.reports, "--trials", "1", *QUICK, cache=tiny.cache,
+    )  # fmt: skip
+    one_error(proc, db.resolve(), "damaged study database", "move it aside", "trial records")
+    assert snapshot(tiny.results) == before
+
+
+# --------------------------------------------------------------------------- 5: read-only
+
+
+def test_5_finished_records_are_reused_and_reported_from_a_read_only_folder(
+    finished: Path, shared_tmp: Path
+) -> None:
+    shutil.copytree(finished, shared_tmp / "t")
+    tiny = Tiny(shared_tmp / "t")
+    tiny.dir.chmod(0o755)
+    tiny.protocol.chmod(0o644)
+    shutil.rmtree(tiny.cache)  # the other user gets a cache of its own
+    tiny.cache.mkdir()
+    tiny.cache.chmod(0o777)
+    tiny.reports.chmod(0o777)
+    for p in tiny.reports.iterdir():
+        p.chmod(0o666)
+    for p in [tiny.results, *tiny.results.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    before = snapshot(tiny.results)
+
+    assert warnings(tiny.run(as_nobody=True)) == []  # every record finished: reused
+    assert snapshot(tiny.results) == before
+    proc = dmlbench(
+        "report", "--results-dir", tiny.results, "--reports-dir", tiny.reports,
+        cache=tiny.cache, as_nobody=True,
+    )  # fmt: skip
+    assert warnings(proc) == [] and "contrastive" in proc.stdout
+
+    proc = tiny.run("--seed", "1", as_nobody=True)  # seed 1 must be computed: one line
+    one_error(proc, tiny.results, "cannot be written", "untrained-seed1")
+    assert snapshot(tiny.results) == before
+
+
+def test_25_a_results_dir_that_is_a_file_is_one_line_before_any_work(tiny: Tiny) -> None:
+    target = tiny.dir / "results.txt"
+    target.write_text("my notes\n")
+    proc = tiny.run("--results-dir", target)
+    one_error(proc, target, "must be a folder")
+    assert target.read_text() == "my notes\n"
+
+
+# --------------------------------------------------------------------------- 6, 25: schema
+
+
+@pytest.mark.parametrize(
+    ("line", "fragments"),
+    [
+        ("model: {backbone: small-cnn, pretrained: null, embedding_size: true}",
+         ["model.embedding_size", "valid integer", "True"]),
+        ("batch: {size: 16, samples_per_class: 2.5}",
+         ["batch.samples_per_class", "valid integer", "2.5"]),
+        ("optim: {lr: 1e400, epochs: 1}", ["optim.lr", "finite number", "1e400"]),
+        ("optim: {lr: .inf, epochs: 1}", ["optim.lr", "finite number"]),
+        ("optim: {lr: 1.0e-3, epochs: true}", ["optim.epochs", "valid integer"]),
+        ("metrics: {recall_at: [1, true], nmi: false}", ["metrics.recall_at", "valid integer"]),
+        ("metrics: {recall_at: [1, 2], nmi: 1}", ["metrics.nmi", "valid boolean"]),
+    ],
+)  # fmt: skip
+def test_6_25_wrong_scalar_types_are_refused_by_validate_and_run(
+    tiny: Tiny, line: str, fragments: list[str]
+) -> None:
+    key = line.split(":")[0]
+    text = "\n".join(line if ln.startswith(f"{key}:") else ln for ln in TINY.splitlines())
+    tiny.protocol.write_text(text + "\n")
+    one_error(dmlbench("validate", tiny.protocol, cache=tiny.cache), tiny.protocol, *fragments)
+
+
+def test_6_a_boolean_embedding_size_stops_run_before_any_work(tiny: Tiny) -> None:
+    tiny.protocol.write_text(TINY.replace("embedding_size: 8", "embedding_size: true"))
+    before = snapshot(tiny.results)
+    one_error(tiny.run("--force"), tiny.protocol, "model.embedding_size", "valid integer")
+    assert snapshot(tiny.results) == before
+
+
+def test_25_a_non_utf8_protocol_is_one_line_naming_it(tiny: Tiny) -> None:
+    tiny.protocol.write_bytes(TINY.replace("glyphs-tiny", "glyphs-tin\xe9").encode("latin-1"))
+    one_error(dmlbench("validate", tiny.protocol, cache=tiny.cache), tiny.protocol, "UTF-8")
+    one_error(tiny.run(), tiny.protocol, "line 1", "not UTF-8")
+
+
+# --------------------------------------------------------------------------- 19: names, paths
+
+
+@pytest.mark.parametrize("name", ["../../elsewhere", "/tmp/elsewhere"])
+def test_19_a_protocol_name_cannot_write_outside_the_results_folder(tiny: Tiny, name: str) -> None:
+    tiny.protocol.write_text(TINY.replace("name: glyphs-tiny", f"name: {json.dumps(name)}"))
+    outside = {p for p in tiny.dir.parent.rglob("*")}
+    proc = tiny.run("--force")
+    one_error(proc, tiny.protocol, "name:", "must be a slug")
+    assert {p for p in tiny.dir.parent.rglob("*")} == outside
+
+
+@pytest.mark.parametrize("name", [".hidden", "a/b", "a b", "x" * 129, "élan\n"])
+def test_19_names_that_are_not_slugs_fail_validate(tiny: Tiny, name: str) -> None:
+    tiny.protocol.write_text(TINY.replace("name: glyphs-tiny", f"name: {json.dumps(name)}"))
+    one_error(dmlbench("validate", tiny.protocol, cache=tiny.cache), "name:", "must be a slug")
+
+
+def test_19_a_record_path_is_checked_to_stay_inside_its_folder(tmp_path: Path) -> None:
+    from dmlbench.errors import DmlbenchError
+    from dmlbench.records import record_path
+
+    with pytest.raises(DmlbenchError, match="outside the results folder"):
+        record_path(tmp_path / "results", "../../x", "0" * 64, "contrastive", 0)
+
+
+@pytest.fixture
+def cub(tmp_path: Path) -> Setup:
+    return Setup(tmp_path)
+
+
+def cub_run(s: Setup, *extra: str) -> subprocess.CompletedProcess[str]:
+    return dmlbench(*s.argv(*extra), cache=s.tmp / "cache")
+
+
+def test_19_an_index_entry_escaping_the_data_root_is_refused(cub: Setup) -> None:
+    secret = cub.tmp / "secret.jpg"
+    shutil.copy(cub.image(1), secret)
+    index = cub.root / "images.txt"
+    rows = index.read_text().splitlines()
+    rows[0] = "1 ../../secret.jpg"
+    index.write_text("\n".join(rows) + "\n")
+    one_error(cub_run(cub), cub.root, "'images/../../secret.jpg'", "outside the data root")
+    assert not (cub.tmp / "cache").exists() or not list((cub.tmp / "cache").rglob("*.npy"))
+
+
+def test_25_a_non_utf8_index_file_is_one_line_naming_it(cub: Setup) -> None:
+    index = cub.root / "images.txt"
+    data = index.read_bytes().splitlines(keepends=True)
+    data[2] = data[2].replace(b".jpg", b"\xe9.jpg")
+    index.write_bytes(b"".join(data))
+    one_error(cub_run(cub), f"{index}:3", "not UTF-8")
+
+
+# --------------------------------------------------------------------------- 21: image cache
+
+
+def cub_warnings(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """Warnings of a CUB fixture run, less the one every run of a 36-image fixture gets."""
+    return [ln for ln in warnings(proc) if "differ from the official" not in ln]
+
+
+def image_cache(s: Setup) -> list[Path]:
+    return sorted(p for p in (s.tmp / "cache" / "images").iterdir() if not p.name.startswith("."))
+
+
+def test_21_overwritten_pixels_and_a_damaged_index_are_rebuilt_with_a_warning(cub: Setup) -> None:
+    assert cub_run(cub).returncode == 0
+    first = {p.name: (p / "pixels.npy").read_bytes() for p in image_cache(cub)}
+    records = snapshot(cub.results)
+    for folder in image_cache(cub):
+        with open(folder / "pixels.npy", "r+b") as fh:  # same size: only the checksum can tell
+            fh.seek(200)
+            fh.write(b"\xff" * 64)
+    proc = cub_run(cub, "--force")
+    lines = cub_warnings(proc)
+    assert len(lines) == len(first)
+    for line, folder in zip(lines, image_cache(cub), strict=True):
+        assert str(folder) in line and "pixels.npy differs from its checksum" in line
+    assert {p.name: (p / "pixels.npy").read_bytes() for p in image_cache(cub)} == first
+    assert set(snapshot(cub.results)) == set(records)
+
+    index = image_cache(cub)[0] / "index.npy"
+    index.write_bytes(index.read_bytes()[:100])
+    (line,) = cub_warnings(cub_run(cub))
+    assert str(index.parent) in line and "index.npy" in line
+    assert cub_warnings(cub_run(cub)) == []
+
+
+def test_21_temp_folders_of_a_killed_cache_build_are_removed(cub: Setup) -> None:
+    assert cub_run(cub).returncode == 0
+    stale = cub.tmp / "cache" / "images" / ".abc-r36-v1.tmp-killed"
+    stale.mkdir()
+    (stale / "pixels.npy").write_bytes(b"\0" * 1000)
+    (stale / ".building").touch()  # its lock died with the killed process
+    (line,) = cub_warnings(cub_run(cub))
+    assert str(stale) in line and "interrupted" in line
+    assert not stale.exists() and image_cache(cub)
+
+
+# --------------------------------------------------------------------------- 22: SQLite URL
+
+
+def test_22_a_results_folder_with_url_characters_keeps_its_own_study(tiny: Tiny) -> None:
+    for name in ("x?1", "x?2"):
+        proc = dmlbench(
+            "run", "--protocol", tiny.protocol, "--results-dir", tiny.dir / name,
+            "--reports-dir", tiny.reports, "--trials", "1", *QUICK, cache=tiny.cache,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert (tiny.dir / name / "optuna.db").is_file()
+    assert not (tiny.dir / "x").exists()
+
+
+def test_22_percent_signs_in_the_folder_name_reach_the_same_file(tmp_path: Path) -> None:
+    import optuna
+
+    from dmlbench.search import SearchOptions, open_storage, sqlite_path, storage_url
+
+    folder = tmp_path / "a%20b c"
+    url = storage_url(SearchOptions(), folder)
+    assert sqlite_path(url) == str((folder / "optuna.db").resolve())
+    optuna.create_study(storage=open_storage(url, SearchOptions()), study_name="s")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a%20b c"]
