@@ -73,7 +73,7 @@ def run_protocol(
     for name in methods:
         METHODS.get(name)  # unknown names fail before any work
     unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
-    data = load_data(protocol, options.data_root)
+    data = load_data(protocol, options.data_root, check_ks=True)
     check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
     overrides = dict(options.overrides)
     if options.max_steps is not None:

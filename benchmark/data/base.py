@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -15,6 +16,8 @@ from dmlbench.registry import Registry
 
 if TYPE_CHECKING:
     from dmlbench.protocol import Protocol
+
+log = logging.getLogger(__name__)
 
 LabelKind = Literal["class", "continuous"]
 
@@ -74,16 +77,25 @@ class Split:
         """A split holding only ``indices`` (used to carve validation classes).
 
         ``extras`` carry over (the label distance of a continuous data set must not silently
-        fall back to Euclidean); per-item extras (``groups``) are subset with the items. A
+        fall back to Euclidean); per-item extras (``groups``) are subset with the items, and
+        shipped neighbour lists (``precomputed`` label distances, MPII) are restricted to the
+        members and renumbered, so samplers never draw an item outside the subset. A
         query → gallery layout does not survive subsetting: every item queries the others.
         """
         indices = np.asarray(indices, dtype=np.int64)
         extras = dict(self.extras)
+        labels = self.labels[indices]
         if "groups" in extras:
             extras["groups"] = np.asarray(extras["groups"])[indices]
+        if extras.get("label_distance") == "precomputed" and "neighbours" in extras:
+            extras["neighbours"], extras["neighbour_distances"] = restrict_neighbours(
+                np.asarray(extras["neighbours"]), np.asarray(extras["neighbour_distances"]), indices
+            )
+            extras.pop("distances", None)  # a query x gallery block of the full split
+            labels = np.arange(len(indices)).astype(self.labels.dtype).reshape(-1, 1)
         return Split(
             images=torch.utils.data.Subset(self.images, indices.tolist()),
-            labels=self.labels[indices],
+            labels=labels,
             label_kind=self.label_kind,
             extras=extras,
         )
@@ -96,6 +108,28 @@ class Split:
         if self.label_kind == "class":
             return np.asarray(self.labels).reshape(-1)
         return np.arange(len(self))
+
+
+def restrict_neighbours(
+    neighbours: np.ndarray, distances: np.ndarray, members: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Shipped neighbour lists of ``members`` only, renumbered to positions in ``members``.
+
+    Row i of the result is member i's list with non-members dropped, order kept, so it is
+    still sorted by label distance and holds the member's nearest members exactly. Rows keep
+    the length of the shortest one (every row the same width, as the samplers index them);
+    with complete lists (every other item, as the MPII bundle ships) that is ``len(members)
+    - 1`` and nothing is lost.
+    """
+    position = np.full(len(neighbours), -1, dtype=np.int64)
+    position[members] = np.arange(len(members))
+    rows = position[np.asarray(neighbours)[members]]  # (n, M), -1 where not a member
+    keep = rows >= 0
+    width = int(keep.sum(axis=1).min()) if len(members) else 0
+    order = np.argsort(~keep, axis=1, kind="stable")[:, :width]  # members first, order kept
+    nn = np.take_along_axis(rows, order, axis=1)
+    dist = np.take_along_axis(np.asarray(distances)[members], order, axis=1)
+    return nn, dist
 
 
 @dataclass
@@ -114,6 +148,7 @@ class DatasetSource:
     Params: ClassVar[type[BaseModel]]
     label_kind: ClassVar[LabelKind] = "class"
     description: ClassVar[str] = ""
+    reads_root: ClassVar[bool] = True  # False: generated, a data root means nothing to it
 
     def load(self, params: BaseModel, root: Path | None, cache_dir: Path) -> DataSplits:
         raise NotImplementedError
@@ -130,16 +165,29 @@ def cache_dir() -> Path:
 
 
 def load_data(
-    protocol: Protocol, data_root: str | None = None, cache: Path | None = None
+    protocol: Protocol,
+    data_root: str | None = None,
+    cache: Path | None = None,
+    check_ks: bool = False,
 ) -> DataSplits:
     """Build the splits a protocol names (generating or reading them as the source does).
 
-    Sources that read real images (``takes_images``) get the protocol's image pipelines.
+    Sources that read real images (``takes_images``) get the protocol's image pipelines, and
+    with ``check_ks`` check the metrics' K against the test gallery before building the
+    image cache (a run would stop there anyway, after minutes of decoding).
     """
     source_cls = DATASETS.get(protocol.data.dataset)
     params = source_cls.Params.model_validate(protocol.data.params)
     takes_images = getattr(source_cls, "takes_images", False)
     source = source_cls(protocol.images) if takes_images else source_cls()
+    if takes_images and check_ks:
+        source.metrics = protocol.metrics
+    if data_root is not None and not source_cls.reads_root:
+        log.warning(
+            "--data-root %s is ignored: data set %s is generated and reads no files",
+            data_root,
+            protocol.data.dataset,
+        )
     return source.load(params, protocol.data_root(data_root), cache or cache_dir())
 
 

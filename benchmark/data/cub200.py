@@ -34,6 +34,7 @@ class Cub200(ImageSource):
         images_txt, labels_txt = root / "images.txt", root / "image_class_labels.txt"
         paths = {r[0]: r[1] for r in read_rows(images_txt, 2)}
         entries = []
+        labelled: set[str] = set()
         for image_id, cls in read_rows(labels_txt, 2):
             label = to_int(cls, labels_txt, "class id")
             if image_id not in paths:
@@ -51,4 +52,12 @@ class Cub200(ImageSource):
             )
             if role is not None:
                 entries.append(Entry(f"images/{paths[image_id]}", label, role))
+            labelled.add(image_id)
+        unlabelled = [i for i in paths if i not in labelled]
+        if unlabelled:  # dropping it silently would change the data set without a word
+            more = f" (and {len(unlabelled) - 1} more)" if len(unlabelled) > 1 else ""
+            raise DataError(
+                f"{images_txt}: image {unlabelled[0]} ({paths[unlabelled[0]]}) has no class in "
+                f"{labels_txt}{more}"
+            )
         return entries

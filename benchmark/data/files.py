@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+import torch
 from pydantic import BaseModel
 
 from dmlbench.data.base import DatasetSource, DataSplits, Split
 from dmlbench.data.cache import CachedImages, open_or_build
 from dmlbench.data.transforms import build_pipeline, is_random, require_fixed_size
 from dmlbench.errors import DataError
-from dmlbench.protocol import ImagesSpec
+from dmlbench.protocol import ImagesSpec, MetricsSpec
 
 if TYPE_CHECKING:
     from dmlbench.protocol import Protocol
@@ -77,9 +78,9 @@ def read_rows(path: Path, min_fields: int, skip: int = 0) -> list[list[str]]:
     try:
         text = require_file(path).read_text(encoding="utf-8", errors="strict")
     except UnicodeDecodeError as err:
-        line = path.read_bytes()[: err.start].count(b"\n") + 1
+        at = path.read_bytes()[: err.start].count(b"\n") + 1
         raise DataError(
-            f"{path}:{line}: not UTF-8 text (byte {err.object[err.start]:#04x}); "
+            f"{path}:{at}: not UTF-8 text (byte {err.object[err.start]:#04x}); "
             "the index file is damaged or not the official one"
         ) from None
     except OSError as err:
@@ -155,6 +156,7 @@ class ImageSource(DatasetSource):
     def __init__(self, images: ImagesSpec | None = None, workers: int | None = None) -> None:
         self.images = images
         self.workers = workers
+        self.metrics: MetricsSpec | None = None  # set by load_data: K is checked early
 
     def entries(self, params: BaseModel, root: Path) -> list[Entry]:
         raise NotImplementedError
@@ -185,11 +187,18 @@ class ImageSource(DatasetSource):
 
         train_idx = np.flatnonzero(roles == "train")
         test_idx = np.flatnonzero(roles != "train")
-        test = Split(split("test", test_idx), labels[test_idx])
+        queries = gallery = None
         if counts.get("query"):
             test_roles = roles[test_idx]
-            test.queries = np.flatnonzero(test_roles == "query")
-            test.gallery = np.flatnonzero(test_roles == "gallery")
+            queries = np.flatnonzero(test_roles == "query")
+            gallery = np.flatnonzero(test_roles == "gallery")
+        if self.metrics is not None:  # before decoding thousands of images, not after
+            from dmlbench.evaluate import check_ks
+
+            labels_only = torch.utils.data.TensorDataset()
+            check_ks(self.metrics, Split(labels_only, labels[test_idx], "class", queries, gallery))
+        test = Split(split("test", test_idx), labels[test_idx])
+        test.queries, test.gallery = queries, gallery
         info = {
             "root": str(root),
             "counts": counts,

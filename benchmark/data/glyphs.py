@@ -201,6 +201,7 @@ def load_or_generate(params: GlyphsParams, cache: Path) -> tuple[np.ndarray, np.
 @DATASETS.register("glyphs")
 class Glyphs(DatasetSource):
     Params = GlyphsParams
+    reads_root = False
     description = "letters rendered in matplotlib's 16 fonts (embedded, generated)"
 
     def load(self, params: BaseModel, root: Path | None, cache_dir: Path) -> DataSplits:

@@ -251,6 +251,7 @@ def load_or_generate(params: PosesParams, cache: Path) -> tuple[np.ndarray, np.n
 @DATASETS.register("poses")
 class Poses(DatasetSource):
     Params = PosesParams
+    reads_root = False
     label_kind = "continuous"
     description = "stick figures with continuous pose labels (embedded, generated)"
 

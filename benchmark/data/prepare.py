@@ -193,6 +193,39 @@ def safe_extract(archive: Path, root: Path, strip: str = "") -> int:
     return count
 
 
+def check_images(files: list[Path], workers: int | None = None) -> None:
+    """Decode every image (threads: PIL releases the GIL), with a progress bar.
+
+    Raises:
+        DataError: naming every file that does not decode (one line), so that one pass finds
+            all of them instead of one per attempt.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    from dmlbench.data.cache import decode
+
+    def problem(path: Path) -> str | None:
+        try:
+            decode(path, None)
+        except DataError as err:
+            return str(err)
+        return None
+
+    bad = []
+    with (
+        ThreadPoolExecutor(workers or min(8, os.cpu_count() or 1)) as pool,
+        tqdm(total=len(files), desc="checking images", unit="img", disable=None) as bar,
+    ):
+        for found in pool.map(problem, files):
+            bar.update(1)
+            if found is not None:
+                bad.append(found)
+    if bad:
+        raise DataError(f"{len(bad)} of {len(files)} images do not decode: {'; '.join(bad)}")
+
+
 def write_manifest(name: str, root: Path, source: dict[str, str] | None) -> dict[str, object]:
     """Check the layout with the data set's loader and write ``root/dmlbench-manifest.json``."""
     from dmlbench import __version__
@@ -203,6 +236,7 @@ def write_manifest(name: str, root: Path, source: dict[str, str] | None) -> dict
     cls = DATASETS.get(name)
     entries = cls().entries(cls.Params(), root)
     sizes, fingerprint = manifest(root, entries, name)
+    check_images([root / e.path for e in entries])
     counts: dict[str, int] = {}
     for e in entries:
         counts[e.role] = counts.get(e.role, 0) + 1
@@ -226,13 +260,25 @@ def prepare(
     url: str | None = None,
     sha256: str | None = None,
     keep_archive: bool = False,
+    force: bool = False,
 ) -> int:
-    """The ``prepare`` command; returns the exit status."""
+    """The ``prepare`` command; returns the exit status.
+
+    A folder that already holds files is never downloaded over without ``force``: what is
+    wrong with it (a missing or damaged file) is reported instead, since extracting an archive
+    there could overwrite the user's own files.
+    """
     spec = SPECS[name]
     try:
         data = write_manifest(name, root, source=None)
     except DataError as err:
         missing = err
+        holds_files = root.is_dir() and any(p.name != MANIFEST for p in root.iterdir())
+        if holds_files and not force:
+            raise DataError(
+                f"{err} — {root} already holds files, so nothing was downloaded; fix the file, "
+                "or pass --force to download and extract over it"
+            ) from None
     else:
         print(f"{name}: files in place under {root}; {data['counts']}")
         print(f"written: {root / MANIFEST} (fingerprint {str(data['fingerprint'])[:12]})")
@@ -258,9 +304,11 @@ def prepare(
     print(f"{name}: downloading {archive.url}")
     path = download(archive.url, root / filename, archive.sha256)
     print(f"{name}: SHA-256 verified; extracting into {root}")
-    n = safe_extract(path, root, archive.strip)
-    if not keep_archive:
-        path.unlink()
+    try:
+        n = safe_extract(path, root, archive.strip)
+    finally:  # a refused archive is not kept either, unless asked
+        if not keep_archive:
+            path.unlink(missing_ok=True)
     data = write_manifest(name, root, source={"url": archive.url, "sha256": archive.sha256})
     print(f"{name}: {n} files extracted; {data['counts']}")
     print(f"written: {root / MANIFEST} (fingerprint {str(data['fingerprint'])[:12]})")
@@ -269,7 +317,12 @@ def prepare(
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     return prepare(
-        args.name, Path(args.root).expanduser(), args.url, args.sha256, args.keep_archive
+        args.name,
+        Path(args.root).expanduser(),
+        args.url,
+        args.sha256,
+        args.keep_archive,
+        args.force,
     )
 
 
@@ -309,6 +362,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     prep.add_argument("--sha256", default=None, help="expected SHA-256 of the archive at --url")
     prep.add_argument(
         "--keep-archive", action="store_true", help="keep the archive after extracting"
+    )
+    prep.add_argument(
+        "--force",
+        action="store_true",
+        help="download and extract even though ROOT already holds files (which may be overwritten)",
     )
     prep.set_defaults(func=cmd_prepare)
 
