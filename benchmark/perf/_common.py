@@ -2,8 +2,17 @@
 
 Every script prints one Markdown table with the columns ``figure | ours | peer | ratio`` (the
 ratio is ours / peer unless the figure says otherwise), preceded by the machine it ran on
-(cores, CPU model, package versions, load average when it started), and can write the same
-text to a file with ``--out``.
+(cores, CPU model, package versions, load average when it started and when it ended), and can
+write the same text to a file with ``--out``. Timed figures are the median of at least three
+interleaved rounds, with each side's min and max in two more columns: a single best or mean
+hides how much a shared machine moved the numbers.
+
+A figure taken on a busy machine is not the code's: on 2 cores at load 3-4 a multi-threaded
+peer slows down more than a single-threaded one, and ratios drift by half. So a script asked
+to write a report (``--out``) refuses, with exit status 2 and one ``error:`` line, when the
+1-minute load average at its start exceeds half the usable cores; ``--noisy`` writes anyway,
+and the report then says so at its top (as it does when the load rose past that during the
+run).
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ import multiprocessing
 import os
 import platform
 import resource
+import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,16 +33,55 @@ from typing import Any
 import numpy as np
 import torch
 
+MIN_ROUNDS = 3
+LOAD_KEY = "load average at start (1, 5, 15 min)"
+END_LOAD_KEY = "load average at the end (1, 5, 15 min)"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median, min and max of repeated measurements (``scale`` applied: seconds → ms)."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float], scale: float = 1.0) -> Spread:
+        if len(values) == 0:
+            raise ValueError("no measurement")
+        v = [scale * x for x in values]
+        return cls(float(statistics.median(v)), float(min(v)), float(max(v)))
+
 
 @dataclass
 class Row:
-    """One line of the table; ``ratio`` defaults to ours / peer when both are numbers."""
+    """One line of the table; ``ratio`` defaults to ours / peer when both are numbers.
+
+    ``ours_spread`` / ``peer_spread``: the rounds behind a timed figure (its median is the
+    figure); they fill the min – max columns.
+    """
 
     figure: str
     ours: float | str | None
     peer: float | str | None = None
     ratio: float | None = None
     digits: int = 3
+    ours_spread: Spread | None = None
+    peer_spread: Spread | None = None
+
+    @classmethod
+    def timed(
+        cls,
+        figure: str,
+        ours: Spread,
+        peer: Spread | None = None,
+        ratio: float | None = None,
+        digits: int = 3,
+    ) -> Row:
+        """A timed figure: the medians, with the spreads for the min – max columns."""
+        median = None if peer is None else peer.median
+        return cls(figure, ours.median, median, ratio, digits, ours, peer)
 
     def cells(self) -> list[str]:
         ratio = self.ratio
@@ -43,6 +93,15 @@ class Row:
             _fmt(self.peer, self.digits),
             "—" if ratio is None else f"{ratio:.2f}",
         ]
+
+    def spread_cells(self) -> list[str]:
+        return [_fmt_spread(s, self.digits) for s in (self.ours_spread, self.peer_spread)]
+
+
+def _fmt_spread(spread: Spread | None, digits: int) -> str:
+    if spread is None:
+        return "—"
+    return f"{_fmt(spread.low, digits)} – {_fmt(spread.high, digits)}"
 
 
 def _fmt(value: float | str | None, digits: int) -> str:
@@ -60,8 +119,13 @@ def _fmt(value: float | str | None, digits: int) -> str:
 def markdown_table(
     rows: Sequence[Row], header: Sequence[str] = ("figure", "ours", "peer", "ratio")
 ) -> str:
+    """The table; two more columns, each side's min – max, when a row is timed in rounds."""
+    spreads = any(r.ours_spread or r.peer_spread for r in rows)
+    header = [*header, *(("ours min – max", "peer min – max") if spreads else ())]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
+    for row in rows:
+        cells = row.cells() + (row.spread_cells() if spreads else [])
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -90,7 +154,6 @@ def machine_info() -> dict[str, str]:
 
     from dmlbench.records import cpu_name, usable_cpus
 
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     return {
         "cores": f"{usable_cpus()} (torch threads {torch.get_num_threads()})",
         "cpu": cpu_name(),
@@ -99,7 +162,7 @@ def machine_info() -> dict[str, str]:
         "faiss": getattr(faiss, "__version__", "?"),
         "pytorch-metric-learning": pytorch_metric_learning.__version__,
         "numpy": np.__version__,
-        "load average at start (1, 5, 15 min)": load,
+        LOAD_KEY: load_averages(),
     }
 
 
@@ -107,8 +170,40 @@ def machine_markdown(info: dict[str, str]) -> str:
     return "\n".join(f"- {key}: {value}" for key, value in info.items())
 
 
+def load_averages() -> str:
+    """The 1, 5 and 15-minute load averages, as text ("?" where the OS has none)."""
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+
+
 def load_now() -> str:
     return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "?"
+
+
+def _load_1min(text: str) -> float | None:
+    head = text.split(",")[0].strip()
+    return None if head == "?" else float(head)
+
+
+def busy(load_1min: float | None, cores: int) -> bool:
+    """More runnable work than half the cores: the machine is shared, figures move."""
+    return load_1min is not None and load_1min > cores / 2
+
+
+def refuse_if_busy(args: argparse.Namespace) -> int | None:
+    """Exit status 2 (after one ``error:`` line) when asked to write a report on a busy
+    machine without ``--noisy``; ``None`` to go on. Call it first, before any timing."""
+    from dmlbench.records import usable_cpus
+
+    load, cores = _load_1min(load_averages()), usable_cpus()
+    if args.out is None or args.noisy or not busy(load, cores):
+        return None
+    print(
+        f"error: load average {load:.2f} at start exceeds half of the {cores} cores; not "
+        f"writing {args.out} (re-run on a quiet machine, or pass --noisy to write a report "
+        "marked noisy)",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -135,10 +230,16 @@ def interleaved(
     return times, results
 
 
-def best(values: Sequence[float]) -> float:
-    """The fastest of repeated timings: what the code costs when nothing else gets in the way
-    (other processes on a shared machine only ever add time)."""
-    return float(min(values))
+def rounds_option(parser: argparse.ArgumentParser, name: str, default: int, what: str) -> None:
+    """A ``--rounds``-like option that accepts no fewer than :data:`MIN_ROUNDS`."""
+
+    def at_least(text: str) -> int:
+        value = int(text)
+        if value < MIN_ROUNDS:
+            raise argparse.ArgumentTypeError(f"at least {MIN_ROUNDS} (the median needs them)")
+        return value
+
+    parser.add_argument(name, type=at_least, default=default, help=what)
 
 
 def peak_rss_now() -> float:
@@ -182,11 +283,37 @@ def peak_rss(target: Callable[..., Any], *args: Any) -> tuple[float, float]:
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the report here")
+    parser.add_argument(
+        "--noisy",
+        action="store_true",
+        help="write --out even when the load average at the start exceeds half the cores "
+        "(the report then says so at its top)",
+    )
+
+
+def noisy_banner(info: dict[str, str]) -> str:
+    """The warning a report starts with when the machine was busy at its start or end."""
+    from dmlbench.records import usable_cpus
+
+    cores = usable_cpus()
+    start, end = (_load_1min(info.get(k, "?")) for k in (LOAD_KEY, END_LOAD_KEY))
+    if not (busy(start, cores) or busy(end, cores)):
+        return ""
+    return (
+        f"> **Noisy measurement**: 1-minute load average {start} at the start, {end} at the "
+        f"end, on {cores} cores (more than half of them busy). These figures are not "
+        "comparable with a quiet run; do not quote them.\n\n"
+    )
 
 
 def emit(title: str, info: dict[str, str], body: str, out: Path | None) -> str:
-    """Print the report (title, machine, body) and write it to ``out`` when given."""
-    text = f"# {title}\n\nMachine:\n\n{machine_markdown(info)}\n\n{body.rstrip()}\n"
+    """Print the report (title, noisy warning, machine, body) and write it to ``out``.
+
+    The load average at the end is added to the machine's description here.
+    """
+    info = {**info, END_LOAD_KEY: load_averages()}
+    banner = noisy_banner(info)
+    text = f"# {title}\n\n{banner}Machine:\n\n{machine_markdown(info)}\n\n{body.rstrip()}\n"
     print(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,10 @@
 """Images/s of the cached image pipeline against a plain torchvision ImageFolder + PIL pipeline.
 
 ``python -m dmlbench.perf.data`` writes a fixture of generated JPEGs (default 500 images of
-400×300 in 10 class folders) to a temporary folder, then times one epoch of each pipeline on
-the same files, batch size, number of DataLoader workers and augmentation:
+400×300 in 10 class folders) to a temporary folder, then times ``--epochs`` (≥ 3) epochs of
+each pipeline, taking turns, on the same files, batch size, number of DataLoader workers and
+augmentation, and prints the median images/s with min and max, and the load average at the
+start and the end (it writes no report file):
 
 - ``torchvision ImageFolder + PIL``: decode the JPEG, ``Resize(256)``, ``RandomResizedCrop(224)``,
   ``RandomHorizontalFlip``, ``ToTensor`` on every item (the usual DML training pipeline);
@@ -26,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from dmlbench.perf._common import Spread, load_averages, rounds_option
 
 
 def make_fixture(root: Path, n: int, width: int, height: int, classes: int = 10) -> list[Path]:
@@ -75,7 +79,7 @@ def run(
     crop: int = 224,
     batch_size: int = 50,
     workers: int = 2,
-    epochs: int = 2,
+    epochs: int = 3,
     workdir: Path | None = None,
 ) -> dict[str, float]:
     """Time both pipelines; returns images/s of each, the ratio and the cache build time."""
@@ -116,7 +120,7 @@ def run(
         def stack(batch: object) -> torch.Tensor:
             return batch if isinstance(batch, torch.Tensor) else torch.stack([b[0] for b in batch])  # type: ignore[attr-defined]
 
-        rates: dict[str, float] = {"cached": 0.0, "imagefolder": 0.0}
+        rates: dict[str, list[float]] = {"cached": [], "imagefolder": []}
         for epoch in range(epochs):
             ours.set_epoch(epoch, seed=0)
             batches = _batches(len(files), batch_size, epoch)
@@ -125,11 +129,13 @@ def run(
                     ds, batch_sampler=batches, collate_fn=stack, num_workers=workers
                 )
                 n, seconds = _epoch(loader)
-                rates[name] = max(rates[name], n / seconds)
+                rates[name].append(n / seconds)
+        spread = {name: Spread.of(v) for name, v in rates.items()}
         return {
-            "cached_images_per_s": rates["cached"],
-            "imagefolder_images_per_s": rates["imagefolder"],
-            "speedup": rates["cached"] / rates["imagefolder"],
+            **{f"{k}_images_per_s": v.median for k, v in spread.items()},
+            **{f"{k}_images_per_s_min": v.low for k, v in spread.items()},
+            **{f"{k}_images_per_s_max": v.high for k, v in spread.items()},
+            "speedup": spread["cached"].median / spread["imagefolder"].median,
             "cache_build_s": build_s,
             "cache_build_images_per_s": len(files) / build_s,
             "images": float(len(files)),
@@ -139,15 +145,20 @@ def run(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def format_table(r: dict[str, float], args: argparse.Namespace) -> str:
+def format_table(r: dict[str, float], args: argparse.Namespace, loads: tuple[str, str]) -> str:
+    def rate(key: str) -> str:
+        low, high = r[f"{key}_images_per_s_min"], r[f"{key}_images_per_s_max"]
+        return f"{r[f'{key}_images_per_s']:10.1f}   {low:.1f} – {high:.1f}"
+
     lines = [
         f"{int(r['images'])} JPEGs {args.width}x{args.height}, resize {args.resize}, "
         f"random-resized crop {args.crop} + flip, batch {args.batch_size}, "
-        f"{args.workers} DataLoader worker(s), best of {args.epochs} epoch(s)",
+        f"{args.workers} DataLoader worker(s), median of {args.epochs} interleaved epochs",
+        f"load average (1, 5, 15 min) at start: {loads[0]}; at the end: {loads[1]}",
         "",
-        f"{'pipeline':34} {'images/s':>10}",
-        f"{'torchvision ImageFolder + PIL':34} {r['imagefolder_images_per_s']:10.1f}",
-        f"{'dmlbench cached uint8':34} {r['cached_images_per_s']:10.1f}",
+        f"{'pipeline':34} {'images/s':>10}   min – max",
+        f"{'torchvision ImageFolder + PIL':34} {rate('imagefolder')}",
+        f"{'dmlbench cached uint8':34} {rate('cached')}",
         f"{'speed-up':34} {r['speedup']:9.2f}x",
         "",
         f"one-time cache build: {r['cache_build_s']:.2f} s "
@@ -174,9 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=min(2, os.cpu_count() or 1),
         help="DataLoader workers for both pipelines (default: min(2, cores))",
     )
-    parser.add_argument("--epochs", type=int, default=2, help="epochs timed; the best counts")
+    rounds_option(parser, "--epochs", 3, "epochs timed per pipeline, ≥ 3 (median, min, max)")
     parser.add_argument("--workdir", type=Path, default=None, help="where the fixture goes")
     args = parser.parse_args(argv)
+    start_load = load_averages()
     result = run(
         args.images,
         args.width,
@@ -188,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.epochs,
         args.workdir,
     )
-    print(format_table(result, args))
+    print(format_table(result, args, (start_load, load_averages())))
     return 0
 
 

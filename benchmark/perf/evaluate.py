@@ -34,14 +34,16 @@ import torch
 
 from dmlbench.perf._common import (
     Row,
+    Spread,
     add_common_options,
-    best,
     emit,
     interleaved,
     load_now,
     machine_info,
     markdown_table,
     peak_rss,
+    refuse_if_busy,
+    rounds_option,
 )
 
 RECALL_AT = [1, 10, 100, 1000]
@@ -141,6 +143,35 @@ def parse_size(text: str) -> tuple[str, int, int, int, float]:
     return name, int(parts[0]), int(parts[1]), int(parts[2]), float(parts[3])
 
 
+def timing_rows(
+    name: str, times: dict[str, list[float]], classes: int, k: int, results: dict[str, Any]
+) -> list[Row]:
+    """Median seconds (min – max beside) of the full set, retrieval, NMI and the floor; the
+    full set of a round is that round's retrieval + NMI."""
+    t = {key: Spread.of(v) for key, v in times.items()}
+    full = {
+        side: Spread.of(
+            [a + b for a, b in zip(times[f"{side} retrieval"], times[f"{side} nmi"], strict=True)]
+        )
+        for side in ("ours", "peer")
+    }
+    count = len([key for key in results["ours retrieval"] if "@" in key or "r_prec" in key]) + 1
+    floor_ratio = t["ours retrieval"].median / t["floor"].median
+    return [
+        Row.timed(f"{name}: full metric set, s (ours {count} metrics, peer 4)", *full.values()),
+        Row.timed(f"{name}: retrieval metrics, s", t["ours retrieval"], t["peer retrieval"]),
+        Row.timed(
+            f"{name}: NMI (faiss k-means, {classes} clusters), s", t["ours nmi"], t["peer nmi"]
+        ),
+        Row.timed(
+            f"{name}: floor, one faiss k-NN search (k={k}), s; ratio = ours retrieval / floor",
+            t["floor"],
+            None,
+            floor_ratio,
+        ),
+    ]
+
+
 def run_size(
     name: str, n: int, dim: int, classes: int, noise: float, args: argparse.Namespace
 ) -> tuple[list[Row], list[Row], float]:
@@ -161,30 +192,13 @@ def run_size(
         "peer nmi": peer["nmi"],
         "ours nmi": ours["nmi"],
     }
-    times, results = interleaved(
-        calls, repeats=args.repeats if n * classes < 10**8 else 1, warmup=0
-    )
+    times, results = interleaved(calls, repeats=args.repeats, warmup=0)
     values = {
         f"{call.split()[0]} {key}": float(v)
         for call, result in results.items()
         for key, v in result.items()
     }
-    t = {key: best(v) for key, v in times.items()}
-    floor = t["floor"]
-    full_ours = t["ours retrieval"] + t["ours nmi"]
-    full_peer = t["peer retrieval"] + t["peer nmi"]
-    count = len([key for key in results["ours retrieval"] if "@" in key or "r_prec" in key]) + 1
-    rows = [
-        Row(f"{name}: full metric set, s (ours {count} metrics, peer 4)", full_ours, full_peer),
-        Row(f"{name}: retrieval metrics, s", t["ours retrieval"], t["peer retrieval"]),
-        Row(f"{name}: NMI (faiss k-means, {classes} clusters), s", t["ours nmi"], t["peer nmi"]),
-        Row(
-            f"{name}: floor, one faiss k-NN search (k={k}), s; ratio = ours retrieval / floor",
-            floor,
-            None,
-            t["ours retrieval"] / floor,
-        ),
-    ]
+    rows = timing_rows(name, times, classes, k, results)
     if not args.no_memory:
         target = (n, dim, classes, noise, args.seed)
         before, after = peak_rss(_memory_target, *target, "ours")
@@ -224,16 +238,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="NAME=N,DIM,CLASSES,NOISE (repeatable); default: " + " and ".join(DEFAULT_SIZES),
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=3,
-        help="timed repeats (the best counts); 1 above 10⁸ n×classes",
+    rounds_option(
+        parser, "--repeats", 3, "timed rounds, ≥ 3 (the median counts, min and max shown)"
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory process")
     parser.add_argument("--peer-memory", action="store_true", help="also measure the peer's")
     add_common_options(parser)
     args = parser.parse_args(argv)
+    refused = refuse_if_busy(args)
+    if refused is not None:
+        return refused
     sizes = args.size or [parse_size(s) for s in DEFAULT_SIZES]
     info = machine_info()
     rows: list[Row] = []
@@ -246,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         worst = max(worst, w)
     verdict = "PASS" if worst <= 1e-4 else "FAIL"
     body = (
-        "Timing (ratio = ours / peer; target ≤ 0.5 for the full set at SOP scale):\n\n"
+        f"Timing: median of {args.repeats} interleaved rounds, min and max beside (ratio = "
+        "ours / peer of the medians; target ≤ 0.5 for the full set at SOP scale):\n\n"
         + markdown_table(rows)
         + "\n\nMetric values:\n\n"
         + markdown_table(metric_rows)

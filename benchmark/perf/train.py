@@ -17,8 +17,8 @@ Both count images from the first batch to the end of the epoch (the harness's
 batches. The two compute the same steps, so their mean losses must be equal: the table shows
 both as a check. The ratio is harness / floor (target ≥ 0.9): the two take turns (floor
 first, then harness first, ...) and the ratio is the median over the ``--repeats``
-back-to-back pairs, each run under about the same load; the images/s shown are each side's
-best epoch.
+back-to-back pairs (at least 3), each run under about the same load; the images/s shown are
+each side's median epoch, with min and max beside.
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ import torch
 
 from dmlbench.perf._common import (
     Row,
+    Spread,
     add_common_options,
     emit,
-    load_now,
     machine_info,
     markdown_table,
+    refuse_if_busy,
+    rounds_option,
 )
 
 
@@ -110,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--protocol", default="glyphs-mini")
     parser.add_argument("--method", action="append", help="methods (default: the protocol's)")
-    parser.add_argument("--repeats", type=int, default=3, help="epochs timed per side; best counts")
+    rounds_option(parser, "--repeats", 3, "epochs timed per side, ≥ 3 (median, min, max shown)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--max-images", type=int, default=None, help="use only the first N training images"
@@ -124,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_common_options(parser)
     args = parser.parse_args(argv)
+    refused = refuse_if_busy(args)
+    if refused is not None:
+        return refused
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     protocol = one_epoch(load_protocol(args.protocol), args.batch_size)
@@ -146,10 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rates[side].append(rate)
         pairs = [h / f for h, f in zip(rates["harness"], rates["floor"], strict=True)]
         rows.append(
-            Row(
-                f"{name}: images/s, best epoch (ratio: median over back-to-back pairs)",
-                max(rates["harness"]),
-                max(rates["floor"]),
+            Row.timed(
+                f"{name}: images/s, median epoch (ratio: median over back-to-back pairs)",
+                Spread.of(rates["harness"]),
+                Spread.of(rates["floor"]),
                 float(np.median(pairs)),
             )
         )
@@ -169,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{protocol.batch.size}, {torch.get_num_threads()} torch thread(s); ours = "
         "dmlbench.train.train, peer = the bare loop (target ratio ≥ 0.9):\n\n"
         + markdown_table(rows)
-        + f"\n\nLoad average at the end: {load_now()}\n"
+        + "\n"
     )
     emit("dmlbench.perf.train", info, body, args.out)
     return 0

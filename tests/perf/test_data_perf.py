@@ -26,7 +26,7 @@ def test_runs_on_a_tiny_fixture(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "--workers",
         "0",
         "--epochs",
-        "1",
+        "3",
         "--workdir",
         str(tmp_path),
     ]
