@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.reliability.test_bad_input import BANNER, Setup
+from tests.reliability.test_bad_input import BANNER, Setup, fixture_protocol
 
 TINY = """\
 name: glyphs-tiny
@@ -61,7 +61,9 @@ def dmlbench(
     )
 
 
-PROGRESS = ("searching ", "trial ")  # a search's progress lines, like the run banner
+# Lines allowed next to the error, like the run banner: a search's progress, and the notice
+# that --backbone-override (the CUB fixture's small CNN) trains from random weights.
+PROGRESS = ("searching ", "trial ", "warning: backbone ")
 
 
 def lines_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
@@ -434,3 +436,75 @@ def test_22_percent_signs_in_the_folder_name_reach_the_same_file(tmp_path: Path)
     assert sqlite_path(url) == str((folder / "optuna.db").resolve())
     optuna.create_study(storage=open_storage(url, SearchOptions()), study_name="s")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a%20b c"]
+
+
+# --------------------------------------------------------------------------- 7, 13, 14: data
+
+
+def test_7_data_root_for_a_generated_data_set_is_one_warning(tiny: Tiny) -> None:
+    (line,) = warnings(tiny.run("--data-root", tiny.dir / "nowhere"))
+    assert f"--data-root {tiny.dir / 'nowhere'} is ignored" in line and "glyphs" in line
+
+
+def test_13_an_image_without_a_label_is_one_line_naming_it(cub: Setup) -> None:
+    labels = cub.root / "image_class_labels.txt"
+    labels.write_text(
+        "".join(ln + "\n" for ln in labels.read_text().splitlines() if ln[:2] != "2 ")
+    )
+    name = dict(ln.split() for ln in (cub.root / "images.txt").read_text().splitlines())["2"]
+    one_error(cub_run(cub), cub.root / "images.txt", f"image 2 ({name}) has no class", labels)
+
+
+def test_14_k_larger_than_the_gallery_fails_before_the_image_cache_is_built(cub: Setup) -> None:
+    cub.protocol.write_text(
+        fixture_protocol(cub.root, metrics="metrics: {recall_at: [1, 64], nmi: false}")
+    )
+    one_error(cub_run(cub), "metrics.recall_at", "K=64", "gallery (8 items)")
+    assert not list((cub.tmp / "cache").rglob("*.npy"))
+
+
+# --------------------------------------------------------------------------- 8, 11, 12: prepare
+
+
+def prepare_cli(root: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
+    return dmlbench("data", "prepare", "cub200", "--root", root, *extra, cache=root.parent / "c")
+
+
+def test_8_a_refused_archive_is_not_left_in_the_root(tmp_path: Path) -> None:
+    import tarfile
+
+    evil = tmp_path / "CUB_200_2011.tgz"
+    payload = tmp_path / "payload.txt"
+    payload.write_text("x")
+    with tarfile.open(evil, "w:gz") as tf:
+        tf.add(payload, arcname="CUB_200_2011/../../escape.txt")
+    digest = hashlib.sha256(evil.read_bytes()).hexdigest()
+    root = tmp_path / "data" / "CUB_200_2011"
+    proc = prepare_cli(root, "--url", evil.as_uri(), "--sha256", digest)
+    one_error(proc, "escapes the root", "refusing to extract")
+    assert list(root.iterdir()) == [] and not (tmp_path / "escape.txt").exists()
+    assert evil.is_file()  # the user's own copy is untouched
+
+
+def test_11_prepare_never_downloads_over_a_folder_with_a_problem(cub: Setup) -> None:
+    missing = cub.image(4)
+    missing.unlink()
+    before = snapshot(cub.root)
+    proc = prepare_cli(cub.root, "--url", (cub.tmp / "nothing-here.tgz").as_uri(), "--sha256", "0")
+    one_error(proc, missing, "image file is missing", "nothing was downloaded", "--force")
+    assert snapshot(cub.root) == before
+
+
+def test_12_prepare_decodes_every_image_and_names_each_bad_one(cub: Setup) -> None:
+    truncated, text = cub.image(4), cub.image(7)
+    truncated.write_bytes(truncated.read_bytes()[:300])
+    text.write_text("<html>404</html>\n")
+    before = snapshot(cub.root)
+    line = one_error(prepare_cli(cub.root), "2 of 18 images do not decode", truncated, text)
+    assert "dmlbench-manifest.json" not in line
+    assert snapshot(cub.root) == before  # no manifest written
+    truncated.write_bytes(b"")  # ... and a good folder still passes (control)
+    shutil.copy(cub.image(1), truncated)
+    shutil.copy(cub.image(1), text)
+    proc = prepare_cli(cub.root)
+    assert proc.returncode == 0 and "written:" in proc.stdout, proc.stderr
