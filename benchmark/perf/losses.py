@@ -70,7 +70,25 @@ OVER_5_MS = {
     "angular": "pytorch-metric-learning's AngularLoss, wrapped: the library's time",
     "margin": "distance-weighted sampling of one negative per pair (a multinomial draw over "
     "B × B weights) before the loss; faster than the library's peer",
+    "dreml": "a Python loop over the L = 12 learners' Proxy-NCA losses on the 144-wide "
+    "ensemble embedding; batching the learners into one (L, B, D) computation is possible and "
+    "not done yet",
 }
+
+
+def why_over_goal(name: str) -> str:
+    """The recorded reason a loss is above the goal; a catalogue entry's is the library's."""
+    from dmlbench.methods import METHODS
+
+    if name in OVER_5_MS:
+        return OVER_5_MS[name]
+    library = getattr(getattr(METHODS.get(name), "entry", None), "pml", None)
+    if library:
+        return (
+            f"catalogue entry around pytorch-metric-learning's {library}: the cost is the "
+            "library's loss, not rewritten here"
+        )
+    return "NO REASON RECORDED"
 
 
 def class_labels(batch: int, per_class: int, num_classes: int, seed: int) -> torch.Tensor:
@@ -256,7 +274,7 @@ def time_method(
 def over_goal(rows: list[tuple[str, tuple[int, int], Spread]]) -> list[str]:
     """Lines for the losses above 5 ms per step at 180 × 512, with their recorded reason."""
     return [
-        f"- {name}: {ms.median:.1f} ms — {OVER_5_MS.get(name, 'NO REASON RECORDED')}"
+        f"- {name}: {ms.median:.1f} ms — {why_over_goal(name)}"
         for name, shape, ms in rows
         if shape == GOAL_SHAPE and ms.median > GOAL_MS
     ]

@@ -125,3 +125,17 @@ def test_spread_is_median_min_max() -> None:
     assert (s.median, s.low, s.high) == pytest.approx((3.5, 1.0, 10.0))
     with pytest.raises(ValueError):
         Spread.of([])
+
+
+def test_losses_above_the_goal_are_listed_with_their_reason() -> None:
+    fast, slow = Spread(1.0, 0.9, 1.2), Spread(40.0, 38.0, 45.0)
+    rows = [
+        ("structured-clustering", (180, 512), slow),
+        ("npairs", (180, 512), fast),
+        ("lifted", (180, 512), slow),
+        ("lifted", (120, 64), slow),  # only 180 × 512 counts
+    ]
+    lines = perf_losses.over_goal(rows)
+    assert len(lines) == 2
+    assert lines[0].startswith("- structured-clustering: 40.0 ms — greedy loss-augmented")
+    assert lines[1] == "- lifted: 40.0 ms — NO REASON RECORDED"
