@@ -15,19 +15,46 @@ from typing import BinaryIO
 
 import numpy as np
 
+from dmlbench.errors import DmlbenchError
+
+
+class WriteError(DmlbenchError, OSError):
+    """A file could not be written (disk full, read-only folder, quota): one line naming it.
+
+    Also an :class:`OSError` with the original ``errno``, so callers that can go on without
+    the file (a regenerable cache) still catch it as one.
+    """
+
+    def __init__(self, path: Path, err: OSError) -> None:
+        super().__init__(err.errno, err.strerror)
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write ({self.strerror or 'I/O error'})"
+
 
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write ``path`` by calling ``write(fh)`` on a temp file, then renaming it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write ``path`` by calling ``write(fh)`` on a temp file, then renaming it into place.
+
+    Raises:
+        WriteError: the folder cannot be created or the file written (``No space left on
+            device``...); the old file, if any, is untouched and no temp file is left.
+    """
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except WriteError:
+        raise
+    except OSError as err:
+        raise WriteError(path, err) from None
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 

@@ -14,6 +14,7 @@ loop finishes the step, writes a checkpoint and raises :class:`TrainingInterrupt
 
 from __future__ import annotations
 
+import io
 import pickle
 import re
 import signal
@@ -99,7 +100,11 @@ def save_checkpoint(
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "torch_rng": torch.get_rng_state(),
     }
-    atomic_write(path, lambda fh: torch.save(state, fh))
+    # Serialised in memory first: torch's zip writer reports a full disk as "unexpected pos";
+    # a plain write of the bytes raises the OSError (ENOSPC) that names the cause.
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    atomic_write(path, lambda fh: fh.write(buffer.getbuffer()))
 
 
 def load_checkpoint(

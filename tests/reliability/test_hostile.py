@@ -508,3 +508,44 @@ def test_12_prepare_decodes_every_image_and_names_each_bad_one(cub: Setup) -> No
     shutil.copy(cub.image(1), text)
     proc = prepare_cli(cub.root)
     assert proc.returncode == 0 and "written:" in proc.stdout, proc.stderr
+
+
+# --------------------------------------------------------------------------- 25: disk full
+
+FULL_DISK = """\
+set -e
+mount -t tmpfs -o size=256k tmpfs "$D"
+cp -r "$SRC/." "$D/"
+head -c 1000000 /dev/zero > "$D/filler" 2>/dev/null || true
+set +e
+"$@"
+rc=$?
+cd "$D/results" && find . -name '*.json' -exec sha256sum {} + | sort
+exit $rc
+"""
+
+
+def test_25_a_full_disk_is_one_line_saying_so(tiny: Tiny, tmp_path: Path) -> None:
+    """The results folder on a full 256 kB tmpfs (in a private mount namespace)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root to mount a small tmpfs in a private namespace")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    before = sorted(
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  ./{p.relative_to(tiny.results)}"
+        for p in tiny.records()
+    )
+    argv = [
+        sys.executable, "-m", "dmlbench", "run", "--protocol", str(tiny.protocol),
+        "--results-dir", str(mount / "results"), "--reports-dir", str(tiny.reports),
+        "--no-search", *QUICK, "--seed", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "D": str(mount), "SRC": str(tiny.dir), "DMLBENCH_CACHE": str(tiny.cache)}
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", FULL_DISK, "sh", *argv],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    if "mount:" in proc.stderr:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    one_error(proc, mount / "results", "untrained-seed1", "No space left on device")
+    assert proc.stdout.splitlines() == before  # the finished records are intact
