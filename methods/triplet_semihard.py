@@ -11,9 +11,10 @@ Why not pytorch-metric-learning: its ``TripletMarginMiner(type_of_triplets="semi
 keeps *every* semi-hard triplet and averages over them, which is a different estimator from
 FaceNet's one negative per pair.
 
-Cost: the choice of negative is a search in each anchor's sorted negative distances (see
-:func:`semihard_negatives`), O(B² log B) time and O(B²) memory; only the distances of the
-chosen triplets enter the graph.
+Cost: only the P = B·(K − 1) anchor-positive pairs of a P×K batch need a negative, so the
+search runs over a (P, B) slice of the B × B distance matrix (one row per pair, masked
+min / max): O(P·B) = O(K·B²) time and memory, instead of the (B, B, B) comparison over every
+(a, p, n) that a direct transcription costs; only the chosen distances enter the graph.
 """
 
 from __future__ import annotations
@@ -27,21 +28,6 @@ from dmlbench.methods._base import HParams, Method, register_method
 from dmlbench.methods._common import label_masks, pairwise_sq_distances, zero_loss
 
 
-def semihard_negatives(d: torch.Tensor, neg: torch.Tensor) -> torch.Tensor:
-    """Index n(a, p) of the chosen negative for every pair (a, p), shape (B, B).
-
-    Each row's negative distances are sorted once (non-negatives last, as +inf); the
-    semi-hard negative of (a, p) is the first sorted entry strictly greater than d(a, p),
-    found by binary search, and the farthest negative when there is none. O(B² log B)
-    instead of the (B, B, B) comparison a direct transcription of the rule costs.
-    """
-    sorted_d, order = d.masked_fill(~neg, float("inf")).sort(dim=1)
-    count = neg.sum(dim=1, keepdim=True)
-    first_farther = torch.searchsorted(sorted_d, d, right=True)
-    slot = torch.where(first_farther < count, first_farther, count - 1).clamp_min(0)
-    return order.gather(1, slot)
-
-
 class SemiHardTripletLoss(nn.Module):
     def __init__(self, margin: float) -> None:
         super().__init__()
@@ -53,9 +39,23 @@ class SemiHardTripletLoss(nn.Module):
         valid = pos & neg.any(dim=1, keepdim=True)
         if not valid.any():
             return zero_loss(embeddings)
-        chosen = d.gather(1, semihard_negatives(d.detach(), neg))
-        losses = torch.relu(d - chosen + self.margin)
-        return losses[valid].mean()
+        a, p = torch.nonzero(valid, as_tuple=True)  # row-major: the order of d[valid]
+        d_ap = d[a, p]
+        chosen = semihard_negative_distances(d[a], neg[a], d_ap)
+        return torch.relu(d_ap - chosen + self.margin).mean()
+
+
+def semihard_negative_distances(
+    d_an: torch.Tensor, neg_an: torch.Tensor, d_ap: torch.Tensor
+) -> torch.Tensor:
+    """d(a, n*) for each pair: rows of the anchors' distances ``d_an`` (P, B), their negative
+    masks, and the pairs' d(a, p) (P,). The closest negative farther than the positive, else
+    the farthest negative (ties share the gradient, as ``amin``/``amax`` do)."""
+    inf = torch.tensor(float("inf"), dtype=d_an.dtype, device=d_an.device)
+    farther = neg_an & (d_an > d_ap[:, None])
+    semihard = torch.where(farther, d_an, inf).amin(dim=1)
+    farthest = torch.where(neg_an, d_an, -inf).amax(dim=1)
+    return torch.where(farther.any(dim=1), semihard, farthest)
 
 
 @register_method("triplet-semihard")

@@ -50,23 +50,31 @@ MUTATIONS: dict[str, list[Mutation]] = {
         ("factor ½ dropped", "return 0.5 * loss.mean()", "return loss.mean()"),
     ],
     "triplet-semihard": [
-        ("margin ×0.9", "d - chosen + self.margin", "d - chosen + 0.9 * self.margin"),
-        ("positive distance ×0.7", "d - chosen + self.margin", "0.7 * d - chosen + self.margin"),
-        ("negative distance ×0.7", "d - chosen + self.margin", "d - 0.7 * chosen + self.margin"),
+        ("margin ×0.9", "d_ap - chosen + self.margin", "d_ap - chosen + 0.9 * self.margin"),
+        (
+            "positive distance ×0.7",
+            "d_ap - chosen + self.margin",
+            "0.7 * d_ap - chosen + self.margin",
+        ),
+        (
+            "negative distance ×0.7",
+            "d_ap - chosen + self.margin",
+            "d_ap - 0.7 * chosen + self.margin",
+        ),
         (
             "hardest negative instead of semi-hard",
-            "torch.searchsorted(sorted_d, d, right=True)",
-            "torch.zeros_like(d, dtype=torch.long)",
+            "torch.where(farther, d_an, inf).amin(dim=1)",
+            "torch.where(neg_an, d_an, inf).amin(dim=1)",
         ),
         (
             "closest instead of farthest negative when none is semi-hard",
-            "first_farther, count - 1)",
-            "first_farther, 0 * count)",
+            "torch.where(neg_an, d_an, -inf).amax(dim=1)",
+            "torch.where(neg_an, d_an, inf).amin(dim=1)",
         ),
         (
             "mean over the batch, not the pairs",
-            "losses[valid].mean()",
-            "losses[valid].sum() / len(d)",
+            "+ self.margin).mean()",
+            "+ self.margin).sum() / len(d)",
         ),
     ],
     "lifted": [
