@@ -178,13 +178,13 @@ MUTATIONS: dict[str, list[Mutation]] = {
         ),
         (
             "new cluster's joint counts ×0.7",
-            "joint += _column_xlogx(",
-            "joint += 0.7 * _column_xlogx(",
+            "+ values[bounds[2] :].sum(dim=0)",
+            "+ 0.7 * values[bounds[2] :].sum(dim=0)",
         ),
         (
             "new cluster left out of H(g)",
-            "s_a += xlogx.index_select(0, moved.sum(dim=0))",
-            "s_a += 0.0",
+            " + xlogx[counts[bounds[2] :].sum(dim=0)]",
+            "",
         ),
     ],
 }
