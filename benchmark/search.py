@@ -176,18 +176,49 @@ def storage_url(options: SearchOptions, results_dir: Path) -> str:
         db = sqlite3.connect(path)
         try:  # WAL persists in the file: readers never block writers
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA quick_check(1)").fetchall()
+            if db.execute("PRAGMA quick_check(1)").fetchone() != ("ok",):
+                raise sqlite3.DatabaseError("database disk image is malformed")
+            tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            for (table,) in tables:  # every row decoded once: a study holds kilobytes
+                db.execute(f'SELECT * FROM "{table}"').fetchall()
         finally:
             db.close()
-    except sqlite3.DatabaseError as err:  # also "file is not a database", "malformed"
-        raise SearchError(
-            f"{path}: damaged study database ({err}); move it aside and run again: the "
-            f"searches start over, and the trial records under {path.parent} say which "
-            "trials ran"
-        ) from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:  # "file is not a database"...
+        raise damaged_database(path, err) from None
     except OSError as err:
         raise SearchError(f"{path}: cannot create the study database ({err.strerror})") from None
     return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
+def damaged_database(path: Path | str, err: BaseException) -> SearchError:
+    """The one line for a damaged SQLite study database: which file, and what to do."""
+    first = f"{err}".splitlines()[0][:200] if str(err) else type(err).__name__
+    return SearchError(
+        f"{path}: damaged study database ({first}); move it aside and run again: the "
+        f"searches start over, and the trial records under {Path(path).parent} say which "
+        "trials ran"
+    )
+
+
+@contextmanager
+def storage_errors(url: str) -> Iterator[None]:
+    """Reading a study from a damaged SQLite file fails deep in SQLAlchemy or Optuna: say
+    which file is damaged instead (other storages keep their own errors)."""
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    path = sqlite_path(url)
+    try:
+        yield
+    except (
+        SQLAlchemyError,
+        optuna.exceptions.StorageInternalError,
+        ValueError,  # a flipped byte in a stored JSON column or enum (only storage runs here)
+        KeyError,
+    ) as err:
+        if path is None:
+            raise
+        raise damaged_database(path, err) from None
 
 
 def sqlite_path(url: str) -> str | None:
@@ -407,9 +438,11 @@ def tune(
     quiet_optuna()
     url = storage_url(options, run.results_dir)
     name = study_name(protocol, method, run.overrides)
-    study = open_study(protocol, method, open_storage(url, options), name, url)
+    with storage_errors(url):
+        study = open_study(protocol, method, open_storage(url, options), name, url)
+        finished = count_trials(study).finished
     metric = objective_metric(protocol, train_split.label_kind)
-    if count_trials(study).finished >= protocol.search.trials:  # resumed: nothing left
+    if finished >= protocol.search.trials:  # resumed: nothing left
         return selection(study, metric)
     from dmlbench.distributed import current
 

@@ -101,8 +101,14 @@ def load_published_file(path: Path) -> PublishedFile:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return PublishedFile.model_validate(data)
-    except (OSError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError) as err:
         raise DmlbenchError(f"{path}: cannot read ({err})") from err
+    except yaml.YAMLError as err:  # its message spans lines: keep the problem and its line
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}:" if mark is not None else ""
+        raise DmlbenchError(
+            f"{path}:{where} {getattr(err, 'problem', None) or 'invalid YAML'}"
+        ) from err
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
