@@ -183,6 +183,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 EXTRA_COMMANDS = (
     "dmlbench.sweep",
     "dmlbench.data.prepare",
+    "dmlbench.data.cache_cli",
     "dmlbench.search_cli",
     "dmlbench.check",
 )

@@ -134,6 +134,8 @@ def open_or_build(
     clean_stale_builds(path.parent)
     problem = _problem(path, len(files))
     if problem is None:
+        with contextlib.suppress(OSError):  # last use, for `dmlbench cache clean --older-than`
+            os.utime(path)
         return ImageCache(path)
     if path.exists():
         log.warning("image cache %s is damaged (%s); rebuilding it", path, problem)

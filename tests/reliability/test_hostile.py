@@ -549,3 +549,19 @@ def test_25_a_full_disk_is_one_line_saying_so(tiny: Tiny, tmp_path: Path) -> Non
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     one_error(proc, mount / "results", "untrained-seed1", "No space left on device")
     assert proc.stdout.splitlines() == before  # the finished records are intact
+
+
+def test_14_the_cache_can_be_listed_and_cleaned(tiny: Tiny) -> None:
+    (npz,) = (tiny.cache / "glyphs").glob("*.npz")
+    listing = dmlbench("cache", "list", cache=tiny.cache)
+    assert (
+        listing.returncode == 0
+        and str(npz) in listing.stdout
+        and "total in 1 entries" in (listing.stdout)
+    )
+    one_error(dmlbench("cache", "clean", cache=tiny.cache), "--older-than DAYS or --all")
+    assert dmlbench("cache", "clean", "--older-than", "1", cache=tiny.cache).returncode == 0
+    assert npz.is_file()  # just used: kept
+    proc = dmlbench("cache", "clean", "--all", cache=tiny.cache)
+    assert proc.returncode == 0 and f"removed {npz}" in proc.stdout and not npz.exists()
+    assert warnings(tiny.run()) == [] and npz.is_file()  # rebuilt when next needed
