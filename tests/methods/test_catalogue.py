@@ -9,7 +9,7 @@ One module, parametrised by method name, so the catalogue's checks are in one pl
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
   checks the loss and not the backbone;
 * ``test_two_training_steps_are_finite``: every entry through the real trainer on a shrunk
-  glyphs-mini (20 training classes, batches of 16, two steps).
+  glyphs-mini (20 training classes, batches of 20, two steps).
 
 Entries outside :data:`REFERENCES` have only the last two checks.
 """
@@ -239,7 +239,7 @@ def tiny() -> tuple[object, object]:
     from dmlbench.protocol import load_protocol
 
     protocol = load_protocol("glyphs-mini").with_overrides(
-        {"data.params.num_classes": 40, "batch.size": 16, "optim.epochs": 1}, name="glyphs-tiny"
+        {"data.params.num_classes": 40, "batch.size": 20, "optim.epochs": 1}, name="glyphs-tiny"
     )
     return protocol, load_data(protocol)
 
