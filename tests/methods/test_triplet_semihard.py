@@ -1,7 +1,7 @@
-"""triplet-semihard against a per-pair loop written from Schroff et al., CVPR 2015: eq. 1 (the
-triplet hinge on squared Euclidean distances) with the semi-hard negative of §3.2 (the closest
-negative farther from the anchor than the positive; the farthest negative when none is, as in
-the authors' TensorFlow ``triplet_semihard_loss``), averaged over anchor-positive pairs.
+"""triplet-semihard against a per-pair loop written from Schroff et al., CVPR 2015: §3.1 (the
+triplet hinge on squared Euclidean distances, eqs. 1-2) with the semi-hard negative of §3.2
+(the closest negative farther from the anchor than the positive; the farthest negative when
+none is, as TensorFlow's ``triplet_semihard_loss`` does), averaged over anchor-positive pairs.
 
 pytorch-metric-learning has no reference here: its semi-hard miner keeps every semi-hard
 triplet (a different average), so it is only the time peer of ``dmlbench.perf.losses``.
@@ -40,7 +40,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, margin: float = MARGIN) -
                 n_star = min(farther, key=dist.__getitem__)
             else:
                 n_star = max(negatives, key=dist.__getitem__)
-            terms.append(torch.relu(d_ap - d(a, n_star) + margin))  # eq. 1
+            terms.append(torch.relu(d_ap - d(a, n_star) + margin))  # the §3.1 hinge
     return sum(terms) / len(terms) if terms else emb.sum() * 0.0
 
 
