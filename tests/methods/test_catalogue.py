@@ -3,7 +3,8 @@
 One module, parametrised by method name, so the catalogue's checks are in one place:
 
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
-  NT-Xent, NCA, ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
+  NT-Xent, NCA, Tuplet Margin, generalized lifted structure, Threshold-Consistent Margin,
+  ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
   value and gradient w.r.t. embeddings and the loss's own parameters);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
@@ -159,6 +160,54 @@ def nca(x: Tensor, y: Tensor, scale: float) -> Tensor:
     return torch.stack(terms).mean()
 
 
+def _pairs(y: Tensor, same: bool) -> list[tuple[int, int]]:
+    n = len(y)
+    return [(a, b) for a in range(n) for b in range(n) if a != b and bool(y[a] == y[b]) == same]
+
+
+def tuplet_margin(x: Tensor, y: Tensor, beta_deg: float, scale: float) -> Tensor:
+    """Yu & Tao, ICCV 2019, eq. 5: per (anchor, positive) pair
+    log(1 + Σ_n e^{s(cos θ_an − cos(θ_ap − β))}), averaged over positive pairs."""
+    z = F.normalize(x, dim=1)
+    beta = math.radians(beta_deg)
+    terms = []
+    for a, p in _pairs(y, same=True):
+        target = torch.cos(torch.acos(z[a] @ z[p]) - beta)
+        negatives = [n for n in range(len(y)) if y[n] != y[a]]
+        inner = sum(torch.exp(scale * (z[a] @ z[n] - target)) for n in negatives)
+        terms.append(torch.log(1 + inner))
+    return torch.stack(terms).mean()
+
+
+def generalized_lifted(x: Tensor, y: Tensor, neg_margin: float, pos_margin: float) -> Tensor:
+    """Hermans et al., arXiv 2017, §2 (generalized lifted structure): per anchor
+    [log Σ_p e^{D_ap − m_p} + log Σ_n e^{m − D_an}]_+ on Euclidean distances of normalised
+    embeddings, averaged over anchors."""
+    z = F.normalize(x, dim=1)
+    terms = []
+    for a in range(len(y)):
+        pos = [p for p in range(len(y)) if p != a and y[p] == y[a]]
+        neg = [n for n in range(len(y)) if y[n] != y[a]]
+        lp = torch.log(sum(torch.exp((z[a] - z[p]).norm() - pos_margin) for p in pos))
+        ln = torch.log(sum(torch.exp(neg_margin - (z[a] - z[n]).norm()) for n in neg))
+        terms.append(torch.relu(lp + ln))
+    return torch.stack(terms).mean()
+
+
+def threshold_consistent_margin(x: Tensor, y: Tensor, h: dict[str, float]) -> Tensor:
+    """Zhang et al., ICLR 2024, eq. 4: λ+ × mean of (m+ − s) over positive pairs with s ≤ m+,
+    plus λ− × mean of (s − m−) over negative pairs with s ≥ m− (cosine similarities)."""
+    z = F.normalize(x, dim=1)
+    pos = [m for a, b in _pairs(y, True) if float(m := z[a] @ z[b]) <= h["margin_plus"]]
+    neg = [m for a, b in _pairs(y, False) if float(m := z[a] @ z[b]) >= h["margin_minus"]]
+    total = x.sum() * 0.0
+    if pos:
+        total = total + h["lambda_plus"] * torch.stack([h["margin_plus"] - m for m in pos]).mean()
+    if neg:
+        total = total + h["lambda_minus"] * torch.stack([m - h["margin_minus"] for m in neg]).mean()
+    return total
+
+
 def margin_softmax(
     x: Tensor, y: Tensor, w: Tensor, target: Callable[[Tensor], Tensor], s: float
 ) -> Tensor:
@@ -198,6 +247,12 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
         return ntxent(x, y, h["temperature"])
     if name == "nca":
         return nca(x, y, h["softmax_scale"])
+    if name == "tuplet-margin":
+        return tuplet_margin(x, y, h["margin"], h["scale"])
+    if name == "generalized-lifted":
+        return generalized_lifted(x, y, h["neg_margin"], h["pos_margin"])
+    if name == "threshold-consistent-margin":
+        return threshold_consistent_margin(x, y, h)
     if name == "proxy-anchor":
         return proxy_anchor(x, y, inner.proxies, h["alpha"], h["margin"])
     if name == "soft-triple":
@@ -214,6 +269,9 @@ REFERENCES = [
     "supcon",
     "ntxent",
     "nca",
+    "tuplet-margin",
+    "generalized-lifted",
+    "threshold-consistent-margin",
     "proxy-anchor",
     "soft-triple",
     "arcface",
