@@ -4,7 +4,7 @@ One module, parametrised by method name, so the catalogue's checks are in one pl
 
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
   NT-Xent, NCA, Tuplet Margin, generalized lifted structure, Threshold-Consistent Margin,
-  ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
+  ArcFace, Sub-center ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
   value and gradient w.r.t. embeddings and the loss's own parameters);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
@@ -232,6 +232,24 @@ def cosface(x: Tensor, y: Tensor, w: Tensor, margin: float, scale: float) -> Ten
     return margin_softmax(x, y, w, lambda c: c - margin, scale)
 
 
+def subcenter_arcface(
+    x: Tensor, y: Tensor, w: Tensor, k: int, margin_deg: float, s: float
+) -> Tensor:
+    """Deng et al., ECCV 2020, §3.1: cos θ_{i,j} = max over class j's K sub-centres, then the
+    ArcFace target s·cos(θ_y + m) (Deng et al., CVPR 2019, eq. 3)."""
+    m = math.radians(margin_deg)
+    z, centres = F.normalize(x, dim=1), F.normalize(w, dim=0)
+    total = x.sum() * 0.0
+    for i in range(len(y)):
+        cos = [
+            torch.stack([z[i] @ centres[:, j * k + c] for c in range(k)]).max() for j in range(C)
+        ]
+        t = int(y[i])
+        logits = [s * torch.cos(torch.acos(cos[j]) + m) if j == t else s * cos[j] for j in range(C)]
+        total = total - torch.log(torch.exp(logits[t]) / sum(torch.exp(v) for v in logits))
+    return total / len(y)
+
+
 def _params(loss: torch.nn.Module) -> list[Tensor]:
     return [p for p in loss.parameters() if p.requires_grad]
 
@@ -260,6 +278,9 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
         return soft_triple(x, y, inner.fc, k, h["la"], h["gamma"], h["margin"], h["tau"])
     if name == "arcface":
         return arcface(x, y, inner.W, h["margin"], h["scale"])
+    if name == "subcenter-arcface":
+        k = int(h["sub_centers"])
+        return subcenter_arcface(x, y, inner.W, k, h["margin"], h["scale"])
     assert name == "cosface"
     return cosface(x, y, inner.W, h["margin"], h["scale"])
 
@@ -275,6 +296,7 @@ REFERENCES = [
     "proxy-anchor",
     "soft-triple",
     "arcface",
+    "subcenter-arcface",
     "cosface",
 ]
 
