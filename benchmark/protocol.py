@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -300,6 +301,45 @@ def _check_components(protocol: Protocol, source: str) -> None:
             METHODS.get(method).check_batch(protocol.batch.size, protocol.batch.samples_per_class)
         except DmlbenchError as err:
             raise ProtocolError(f"{source}: batch.size: {err}") from None
+    if protocol.model.backbone == "bn-inception":
+        from dmlbench.data.transforms import output_size
+
+        for split in ("train", "test"):
+            size = output_size(getattr(protocol.images, split))
+            if size is not None and not bn_inception_takes(size):
+                near = min(
+                    (s for s in range(max(size - 32, 32), size + 33) if bn_inception_takes(s)),
+                    key=lambda s: abs(s - size),
+                )
+                raise ProtocolError(
+                    f"{source}: images.{split}: bn-inception cannot take {size} px images (its "
+                    f"inception branches end in different sizes); the nearest size it takes is "
+                    f"{near}"
+                )
+
+
+@cache
+def bn_inception_takes(size: int) -> bool:
+    """Whether BN-Inception runs on ``size`` x ``size`` images: a shape-only forward pass on
+    PyTorch's meta device (no memory, no weights), since its accepted sizes follow no simple
+    rule (224, 227 and 256 work; 56, 80, 112 and 299 do not)."""
+    import torch
+
+    try:
+        _meta_bn_inception()(torch.zeros(1, 3, size, size, device="meta"))
+    except RuntimeError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _meta_bn_inception() -> Any:
+    import torch
+
+    from dmlbench.models.bn_inception import BNInception
+
+    with torch.device("meta"):
+        return BNInception().eval()
 
 
 def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:

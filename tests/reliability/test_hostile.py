@@ -565,3 +565,17 @@ def test_14_the_cache_can_be_listed_and_cleaned(tiny: Tiny) -> None:
     proc = dmlbench("cache", "clean", "--all", cache=tiny.cache)
     assert proc.returncode == 0 and f"removed {npz}" in proc.stdout and not npz.exists()
     assert warnings(tiny.run()) == [] and npz.is_file()  # rebuilt when next needed
+
+
+# --------------------------------------------------------------------------- 17: input size
+
+
+@pytest.mark.parametrize("size", [56, 112])
+def test_17_bn_inception_at_a_size_it_cannot_take_fails_validate(cub: Setup, size: int) -> None:
+    images = (
+        f"images: {{train: {{resize: 128, random_crop: {size}}}, "
+        f"test: {{resize: 128, center_crop: {size}}}}}"
+    )
+    cub.protocol.write_text(fixture_protocol(cub.root, images=images))
+    proc = dmlbench("validate", cub.protocol, cache=cub.tmp / "cache")
+    one_error(proc, cub.protocol, "images.train", f"bn-inception cannot take {size} px")
