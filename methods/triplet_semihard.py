@@ -14,7 +14,9 @@ FaceNet's one negative per pair.
 Cost: only the P = B·(K − 1) anchor-positive pairs of a P×K batch need a negative, so the
 search runs over a (P, B) slice of the B × B distance matrix (one row per pair, masked
 min / max): O(P·B) = O(K·B²) time and memory, instead of the (B, B, B) comparison over every
-(a, p, n) that a direct transcription costs; only the chosen distances enter the graph.
+(a, p, n) that a direct transcription costs. The choice is made without autograd and only
+the chosen d(a, n*) enter the graph (at exactly tied negative distances the first negative
+gets the gradient, as in the loop reference of the tests; the value is the same).
 """
 
 from __future__ import annotations
@@ -41,20 +43,21 @@ class SemiHardTripletLoss(nn.Module):
             return zero_loss(embeddings)
         a, p = torch.nonzero(valid, as_tuple=True)  # row-major: the order of d[valid]
         d_ap = d[a, p]
-        chosen = semihard_negative_distances(d[a], neg[a], d_ap)
-        return torch.relu(d_ap - chosen + self.margin).mean()
+        with torch.no_grad():  # the choice is discrete; only d(a, n*) enters the graph
+            n = semihard_negatives(d[a], neg[a], d_ap)
+        return torch.relu(d_ap - d[a, n] + self.margin).mean()
 
 
-def semihard_negative_distances(
+def semihard_negatives(
     d_an: torch.Tensor, neg_an: torch.Tensor, d_ap: torch.Tensor
 ) -> torch.Tensor:
-    """d(a, n*) for each pair: rows of the anchors' distances ``d_an`` (P, B), their negative
-    masks, and the pairs' d(a, p) (P,). The closest negative farther than the positive, else
-    the farthest negative (ties share the gradient, as ``amin``/``amax`` do)."""
+    """Index n* of each pair's negative, from the anchors' distance rows ``d_an`` (P, B), their
+    negative masks and the pairs' d(a, p) (P,): the closest negative farther than the
+    positive, else the farthest negative; the first such index on ties."""
     inf = torch.tensor(float("inf"), dtype=d_an.dtype, device=d_an.device)
     farther = neg_an & (d_an > d_ap[:, None])
-    semihard = torch.where(farther, d_an, inf).amin(dim=1)
-    farthest = torch.where(neg_an, d_an, -inf).amax(dim=1)
+    semihard = torch.where(farther, d_an, inf).argmin(dim=1)
+    farthest = torch.where(neg_an, d_an, -inf).argmax(dim=1)
     return torch.where(farther.any(dim=1), semihard, farthest)
 
 

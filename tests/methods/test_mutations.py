@@ -63,13 +63,13 @@ MUTATIONS: dict[str, list[Mutation]] = {
         ),
         (
             "hardest negative instead of semi-hard",
-            "torch.where(farther, d_an, inf).amin(dim=1)",
-            "torch.where(neg_an, d_an, inf).amin(dim=1)",
+            "torch.where(farther, d_an, inf).argmin(dim=1)",
+            "torch.where(neg_an, d_an, inf).argmin(dim=1)",
         ),
         (
             "closest instead of farthest negative when none is semi-hard",
-            "torch.where(neg_an, d_an, -inf).amax(dim=1)",
-            "torch.where(neg_an, d_an, inf).amin(dim=1)",
+            "torch.where(neg_an, d_an, -inf).argmax(dim=1)",
+            "torch.where(neg_an, d_an, inf).argmin(dim=1)",
         ),
         (
             "mean over the batch, not the pairs",
