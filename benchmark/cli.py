@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dmlbench import __version__
 from dmlbench.errors import DmlbenchError
@@ -39,13 +40,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     load_plugins(args.plugin)
     protocol = apply_budget(load_protocol(args.protocol), args)
     overrides: dict[str, object] = {}
-    if args.backbone_override:
-        # Same name, new hash: such runs get their own table and never enter a leaderboard.
-        overrides["backbone"] = args.backbone_override
-        protocol = protocol.with_overrides(
-            {"model.backbone": args.backbone_override, "model.pretrained": None},
-            name=protocol.name,
-        )
+    if args.backbone_override or args.pretrained:
+        protocol = _override_backbone(protocol, args, overrides)
     methods = resolve_methods(protocol, args.method)
     check_run_args(args, methods)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
@@ -77,6 +73,43 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(text)
         print(f"written: {path} (and .csv)")
     return 0
+
+
+def _override_backbone(protocol: Any, args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """The protocol with another backbone and/or weights, named ``<name>@backbone=...``.
+
+    The protocol's pretraining is kept unless ``--pretrained`` says otherwise, so
+    ``--backbone-override resnet50`` on cub200 trains from ImageNet weights (and fails
+    clearly when they cannot be fetched), never silently from random ones. The small CPU
+    backbones have no pretrained weights at all: for them the override uses random weights
+    and says so on one line. Such runs are marked in the record and never enter a leaderboard.
+    """
+    from dmlbench.models import NO_PRETRAINED
+
+    backbone = args.backbone_override or protocol.model.backbone
+    pretrained = protocol.model.pretrained
+    if args.pretrained is not None:
+        pretrained = (
+            None if args.pretrained.lower() in {"none", "null", "random"} else args.pretrained
+        )
+    elif backbone in NO_PRETRAINED and pretrained:
+        print(
+            f"warning: backbone {backbone} has no pretrained weights; the override trains it "
+            f"from random weights (the protocol asks for {pretrained}; --pretrained none "
+            "silences this)",
+            file=sys.stderr,
+        )
+        pretrained = None
+    overrides["backbone"] = backbone
+    overrides["pretrained"] = pretrained
+    name = protocol.name + (f"@backbone={backbone}" if args.backbone_override else "")
+    if pretrained != protocol.model.pretrained:
+        name += f"@pretrained={pretrained or 'none'}"
+    if name == protocol.name:
+        return protocol
+    return protocol.with_overrides(
+        {"model.backbone": backbone, "model.pretrained": pretrained}, name=name
+    )
 
 
 def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
@@ -224,6 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="replace the protocol's backbone (smoke tests on CPU; marked in the record, "
         "never a leaderboard number)",
+    )
+    run.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="WEIGHTS",
+        help="weights of the (overridden) backbone: 'none' for random initialisation, or e.g. "
+        "'imagenet' (default: the protocol's; an override keeps them)",
     )
     run.add_argument(
         "--loader-workers",

@@ -172,7 +172,7 @@ def apply_budget(protocol: Any, args: argparse.Namespace) -> Any:
         return protocol
     if trials < 0:
         raise DmlbenchError(f"--trials {trials}: must be >= 0")
-    return protocol.with_overrides({"search.trials": trials}, name=protocol.name)
+    return protocol.with_trials(trials)
 
 
 def search_options(args: argparse.Namespace) -> Any:

@@ -1,6 +1,6 @@
 """The metric engine: Recall@K, NMI, MAP@R and R-Precision.
 
-Definitions (DESIGN.md §6):
+Definitions:
 
 - Recall@K: fraction of queries with at least one same-class item among their K nearest
   neighbours, the query itself excluded.
@@ -9,6 +9,9 @@ Definitions (DESIGN.md §6):
   MAP@R averages precision@i over the same-class positions i ≤ R, divided by R.
 - NMI: k-means with k = number of classes (faiss's k-means: its initialisation, update,
   empty-cluster split and stopping rule), NMI (scikit-learn) against the labels.
+
+Ties: gallery items at exactly the same distance from a query are ranked by gallery index
+(:func:`knn`), so a metric never depends on float32 rounding inside faiss.
 
 Queries with no other item of their class ("lone" queries) cannot be scored and are left out
 of every retrieval metric, as pytorch-metric-learning's AccuracyCalculator does; their count
@@ -59,21 +62,50 @@ def knn(
 ) -> np.ndarray:
     """Indices (Q, k) of the exact k nearest gallery items (squared L2), nearest first.
 
-    ``self_index`` gives each query's own position in the gallery (queries drawn from the
-    gallery); that item is removed from the result even when ties put it elsewhere than first.
+    Ties are broken by gallery index, deterministically: faiss ranks by float32 distances, in
+    which two items at exactly the same distance land in an order set by rounding (on
+    quantised embeddings Recall@1 then moves by points between runs of the same numbers). So
+    the candidates are re-ranked by their float64 distance, then by index, and faiss is asked
+    for more candidates until no row's k-th distance ties (within float32 rounding) with a
+    candidate it did not return. ``self_index`` gives each query's own position in the gallery
+    (queries drawn from the gallery); that item is removed from the result.
     """
-
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     gallery = np.ascontiguousarray(gallery, dtype=np.float32)
     index = faiss_flat_l2(gallery.shape[1])  # on a GPU when faiss-gpu and a GPU are present
     index.add(gallery)
     extra = 0 if self_index is None else 1
-    _, idx = index.search(queries, min(k + extra, gallery.shape[0]))
-    if self_index is None:
-        return idx
-    is_self = idx == np.asarray(self_index)[:, None]
-    order = np.argsort(is_self, axis=1, kind="stable")  # non-self first, order kept
-    return np.take_along_axis(idx, order, axis=1)[:, : idx.shape[1] - 1]
+    want = min(k + extra, gallery.shape[0])
+    scale = float((queries**2).sum(axis=1).max(initial=0.0) + (gallery**2).sum(axis=1).max())
+    take = min(want + TIE_CANDIDATES, gallery.shape[0])
+    while True:
+        dist, idx = index.search(queries, take)
+        boundary = dist[:, want - 1] + TIE_RTOL * max(scale, 1e-12)
+        if take == gallery.shape[0] or bool((dist[:, -1] > boundary).all()):
+            break
+        take = min(2 * take, gallery.shape[0])
+    exact = _squared_distances(queries, gallery, idx)
+    idx = np.take_along_axis(idx, np.lexsort((idx, exact)), axis=1)
+    if self_index is not None:
+        is_self = idx == np.asarray(self_index)[:, None]
+        order = np.argsort(is_self, axis=1, kind="stable")  # non-self first, order kept
+        idx = np.take_along_axis(idx, order, axis=1)
+    return idx[:, : want - extra]
+
+
+TIE_CANDIDATES = 8  # extra candidates fetched so ties at the k-th place can be resolved
+TIE_RTOL = 1e-5  # float32 rounding of squared distances, relative to their largest scale
+
+
+def _squared_distances(queries: np.ndarray, gallery: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Float64 squared distances from each query to its candidates, in blocks of queries."""
+    out = np.empty(idx.shape, dtype=np.float64)
+    block = max(1, 2**22 // max(1, idx.shape[1] * gallery.shape[1]))
+    for s in range(0, len(queries), block):
+        q = queries[s : s + block].astype(np.float64)[:, None, :]
+        g = gallery[idx[s : s + block]].astype(np.float64)
+        out[s : s + block] = ((q - g) ** 2).sum(axis=2)
+    return out
 
 
 def retrieval_metrics(
@@ -421,15 +453,16 @@ def evaluate(
         embeddings: (N, d) embeddings of the evaluation split.
         labels: (N,) class labels.
         spec: the protocol's ``metrics`` section.
-        queries, gallery: index arrays for query → gallery evaluation (In-shop); when ``None``
-            every item queries all the others.
+        queries, gallery: index arrays for query → gallery evaluation (In-shop). Without a
+            gallery, the queries (every item when ``queries`` is ``None``) search all items,
+            each query excluding itself, never retrieving itself.
         seed: seed of the k-means used for NMI.
     """
     x = np.asarray(embeddings, dtype=np.float32)
     if spec.normalize:
         x = l2_normalize(x)
     labels = np.asarray(labels)
-    same_source = queries is None
+    same_source = gallery is None  # queries drawn from the gallery: each excludes itself
     q_idx = np.arange(len(x)) if queries is None else np.asarray(queries)
     g_idx = np.arange(len(x)) if gallery is None else np.asarray(gallery)
     q_labels, g_labels = labels[q_idx], labels[g_idx]
@@ -440,7 +473,7 @@ def evaluate(
     scored = r > 0
     out: dict[str, float] = {"queries": float(scored.sum()), "lone_queries": float((~scored).sum())}
     if scored.any():
-        self_index = q_idx[scored] if same_source else None  # q_idx == g_idx then
+        self_index = q_idx[scored] if same_source else None  # g_idx is every item then
         out.update(
             ranked_retrieval(
                 x[q_idx][scored], x[g_idx], q_labels[scored], g_labels, r[scored], spec, self_index

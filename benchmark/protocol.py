@@ -39,6 +39,9 @@ from dmlbench.errors import ProtocolError
 from dmlbench.registry import did_you_mean
 
 HASH_EXCLUDE: dict[str, Any] = {"description": True, "citation": True, "data": {"root"}}
+# Keys added after protocols were hashed, left out of the hash while at their default, so that
+# adding an option never changes the identity of the protocols that do not use it.
+HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {("optim", "steps_per_epoch"): None}
 
 
 def _not_a_bool(value: Any) -> Any:
@@ -114,6 +117,12 @@ class OptimSpec(StrictModel):
     schedule: Literal["none", "cosine", "step"] = "none"
     step_epochs: Int = Field(10, gt=0)
     step_gamma: Float = Field(0.1, gt=0.0, le=1.0)
+    steps_per_epoch: Int | None = Field(
+        None,
+        gt=0,
+        description="an epoch of at most this many batches (the first of that epoch's seeded "
+        "order) instead of one pass: lets a one-pass protocol validate, and prune, more often",
+    )
 
 
 class MetricsSpec(StrictModel):
@@ -220,6 +229,9 @@ class Protocol(StrictModel):
 def protocol_hash(protocol: Protocol) -> str:
     """SHA-256 of the canonical JSON of everything that can move a number."""
     content = protocol.model_dump(mode="json", exclude=HASH_EXCLUDE)
+    for (section, key), default in HASH_OMIT_DEFAULTS.items():
+        if content[section].get(key) == default:
+            del content[section][key]
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

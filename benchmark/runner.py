@@ -70,8 +70,10 @@ def run_protocol(
 ) -> list[Record]:
     """Train and evaluate each method for each seed, plus the untrained baseline."""
     options = options or RunOptions()
-    for name in methods:
-        METHODS.get(name)  # unknown names fail before any work
+    for name in methods:  # unknown names and unfillable batches fail before any work
+        METHODS.get(name).check_batch(
+            protocol.batch.size, protocol.batch.samples_per_class, options.hparams.get(name)
+        )
     unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
     data = load_data(protocol, options.data_root, check_ks=True)
     check_ks(protocol.metrics, data.test)  # fail before hours of training, not after

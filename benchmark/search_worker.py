@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -127,6 +127,27 @@ def _heartbeat(storage: Any, trial_id: int, interval: int) -> Iterator[None]:
         thread.join()
 
 
+class ExactBatchTrial:
+    """A trial whose ``samples_per_class`` choices are the divisors of the protocol's batch size.
+
+    Every method trains on the protocol's exact batch (:meth:`Method.check_batch`), so a
+    search space's choice that cannot fill it (8 per class in a batch of 60) is dropped before
+    sampling rather than failing its trial. The choices depend on the protocol only, so they
+    are the same for every trial of a study, as Optuna requires.
+    """
+
+    def __init__(self, trial: optuna.Trial, batch_size: int) -> None:
+        self._trial, self._batch_size = trial, batch_size
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._trial, name)
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        if name == "samples_per_class":
+            choices = [c for c in choices if self._batch_size % int(c) == 0] or list(choices)
+        return self._trial.suggest_categorical(name, choices)
+
+
 def _run_trial(
     study: optuna.Study,
     trial: optuna.Trial,
@@ -152,7 +173,7 @@ def _run_trial(
     v = protocol.search.validation
     folds = validation_folds(train_split, v.folds, v.fraction, seed)
     device = resolve_device(run.device)
-    hparams = METHODS.get(method).search_space(trial)
+    hparams = METHODS.get(method).search_space(ExactBatchTrial(trial, protocol.batch.size))
     trial.set_user_attr("hparams", hparams)
     curve: list[dict[str, float]] = []
     scores: list[list[float]] = []

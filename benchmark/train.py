@@ -194,7 +194,8 @@ def train(
             sampler, dist_info.rank, dist_info.world_size, group=m
         )
     n_epochs = protocol.optim.epochs if epochs is None else min(epochs, protocol.optim.epochs)
-    total = n_epochs * len(sampler)
+    epoch_len = min(len(sampler), protocol.optim.steps_per_epoch or len(sampler))
+    total = n_epochs * epoch_len
     if max_steps is not None:
         total = min(total, max_steps)
     bar = tqdm(
@@ -214,7 +215,7 @@ def train(
                 sampler.set_epoch(state.epoch)
                 if hasattr(split.images, "set_epoch"):  # augmentation seeded by (seed, epoch)
                     split.images.set_epoch(state.epoch, seed)
-                batches = list(sampler)[state.batch :]  # resume inside an epoch
+                batches = list(sampler)[:epoch_len][state.batch :]  # resume inside an epoch
                 loader = torch.utils.data.DataLoader(
                     split.images,
                     batch_sampler=batches,
@@ -245,7 +246,7 @@ def train(
                             f"{saved}run the same command to resume"
                         )
                 loss_so_far = state.running_loss / max(state.running_n, 1)
-                if state.steps >= total and state.batch < len(sampler):
+                if state.steps >= total and state.batch < epoch_len:
                     # max_steps ended a partial epoch: report it, without scheduler/hook
                     state.curve.append({"epoch": float(state.epoch), "loss": loss_so_far})
                     break

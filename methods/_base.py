@@ -35,10 +35,14 @@ class Method:
         defaults: the paper's hyper-parameters; ``defaults_source`` says where they are from.
         label_kind: ``class`` for class labels, ``continuous`` for label vectors.
         samples_per_class: default images per class in a batch (``samples_per_class`` in the
-            hyper-parameters overrides it; the protocol's ``batch.samples_per_class`` wins).
+            hyper-parameters overrides it; the protocol's ``batch.samples_per_class`` wins);
+            the protocol's batch size must be a multiple of it (:meth:`check_batch`).
         feature_layer_norm: the method's model standardises features before the head.
-        extra_lr_keys: learnable loss parameters whose learning rate is ``lr × hparams[key]``
-            (e.g. proxies, ``{"proxy_lr_mult"}``).
+        lr_mult_key: the hyper-parameter whose value multiplies the protocol's learning rate
+            for the loss's own learnable parameters (proxies, margin's β). Its default must
+            come from the paper or its authors' code and be cited in ``defaults_source``: at
+            the backbone's rate, such parameters barely move under the real protocols (Adam
+            at 1e-5), and a proxy method would train against its random initial proxies.
 
     Args:
         hparams: overrides of ``defaults`` (unknown keys are errors).
@@ -80,6 +84,28 @@ class Method:
     def search_space(cls, trial: optuna.Trial) -> HParams:
         """Hyper-parameters the papers tune, sampled from ``trial``; defaults are enqueued first."""
         return {}
+
+    @classmethod
+    def check_batch(
+        cls, batch_size: int, samples_per_class: int | None, hparams: HParams | None = None
+    ) -> None:
+        """Refuse a P×K batch that cannot fill the protocol's batch size exactly.
+
+        Batch size is one of the conditions shown to move DML results (Fehervari et al. 2019,
+        Figure 2), so it is never rounded down to a multiple of the samples per class: the
+        protocol's ``batch.samples_per_class`` wins, then a fixed hyper-parameter, then the
+        method's default, and the batch size must be a multiple of it. Methods with their own
+        samplers (continuous labels) fill the batch exactly by construction.
+        """
+        if cls.label_kind != "class":
+            return
+        m = samples_per_class or (hparams or {}).get("samples_per_class") or cls.samples_per_class
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1 or batch_size % m:
+            raise DmlbenchError(
+                f"method {cls.name}: batch.size {batch_size} is not a multiple of "
+                f"samples_per_class {m!r}; every method trains on the protocol's exact batch "
+                "size: set batch.samples_per_class or choose a batch size it divides"
+            )
 
     def batch_sampler(
         self, split: Split, batch_size: int, samples_per_class: int | None, seed: int

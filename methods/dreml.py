@@ -96,11 +96,12 @@ class Dreml(Method):
         "learners": 12,
         "meta_classes": 12,
         "scale": 3.0,
-        "proxy_lr_mult": 1.0,
+        "proxy_lr_mult": 100.0,
     }
     defaults_source = (
-        "seed 002 §4.1 (NCA loss, L = 12, D = 12, embedding 144); scale and proxy lr as "
-        "proxy-nca (Fehervari et al.'s train_proxy.py)"
+        "Fehervari et al. 2019 §4.1 (NCA loss, L = 12, D = 12, embedding 144); scale 3 and "
+        "proxy_lr_mult 100 as proxy-nca, whose loss each learner uses (Fehervari et al.'s "
+        "train_proxy.py: --lr-proxynca 1e-3 with --lr-embedding 1e-5)"
     )
     samples_per_class = 2
     lr_mult_key = "proxy_lr_mult"

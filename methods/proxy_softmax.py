@@ -31,8 +31,13 @@ class NormSoftmax(nn.Module):
 @register_method("proxy-softmax")
 class ProxySoftmax(Method):
     paper = "Zhai & Wu, Classification is a Strong Baseline for DML, BMVC 2019"
-    defaults: HParams = {"temperature": 0.05, "proxy_lr_mult": 1.0}
-    defaults_source = "Zhai & Wu 2019 §3.2 (temperature 0.05); seed 002 eq. 15"
+    defaults: HParams = {"temperature": 0.05, "proxy_lr_mult": 100.0}
+    defaults_source = (
+        "Zhai & Wu 2019 §3.2 (temperature 0.05); Fehervari et al. 2019 eq. 15. proxy_lr_mult "
+        "100: Zhai & Wu state no separate proxy rate; Fehervari et al.'s train_normproxy.py "
+        "trains the proxies with Adam at 1e-3 (an absolute rate 100x the protocols' 1e-5, the "
+        "same proxy rate as their proxy-nca)"
+    )
     samples_per_class = 2
     feature_layer_norm = True
     lr_mult_key = "proxy_lr_mult"

@@ -61,10 +61,11 @@ class ProxyTripletLoss(nn.Module):
 @register_method("proxy-triplet")
 class ProxyTriplet(Method):
     paper = "Movshovitz-Attias et al., No Fuss Distance Metric Learning using Proxies, ICCV 2017"
-    defaults: ClassVar[HParams] = {"margin": 1.0, "proxy_lr_mult": 1.0}
+    defaults: ClassVar[HParams] = {"margin": 1.0, "proxy_lr_mult": 100.0}
     defaults_source = (
-        "seed 002 §2.9; margin 1 and proxy lr = backbone lr from Fehervari et al.'s code "
-        "(models/loss.py ProxyTripletLoss, train_proxy.py --lr-proxynca 1e-3)"
+        "Fehervari et al. 2019 §2.9; margin 1 from their code (models/loss.py "
+        "ProxyTripletLoss); proxy_lr_mult 100 from their train_proxy.py (--lr-proxynca 1e-3 "
+        "with --lr-embedding 1e-5: proxies at 100x the embedding's rate)"
     )
     samples_per_class = 2
     lr_mult_key = "proxy_lr_mult"

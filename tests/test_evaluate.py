@@ -128,3 +128,52 @@ def test_metrics_are_in_range_and_perfect_when_separated() -> None:
     for key, value in evaluate(y, ylab, MetricsSpec(recall_at=[1, 4], nmi=True)).items():
         if key not in {"queries", "lone_queries"}:
             assert 0.0 <= value <= 1.0, key
+
+
+def _stable_reference_knn(q: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
+    """Float64 distances, ties by gallery index (a stable argsort)."""
+    d = ((q.astype(np.float64)[:, None, :] - g.astype(np.float64)[None]) ** 2).sum(axis=2)
+    return np.argsort(d, axis=1, kind="stable")[:, :k]
+
+
+@pytest.mark.parametrize("levels", [2, 3, 5])
+def test_ties_are_broken_by_gallery_index_on_quantised_embeddings(levels: int) -> None:
+    """Heavily quantised embeddings have many exact ties; the order must not be faiss's."""
+    from dmlbench.evaluate import knn
+
+    rng = np.random.default_rng(levels)
+    g = (rng.integers(0, levels, size=(400, 8)) / levels).astype(np.float32)
+    q = g[rng.choice(400, 60, replace=False)] + 0.0
+    q[::3] = (rng.integers(0, levels, size=(20, 8)) / levels).astype(np.float32)
+    for k in (1, 5, 20):
+        np.testing.assert_array_equal(knn(q, g, k), _stable_reference_knn(q, g, k))
+
+
+def test_recall_on_quantised_embeddings_equals_the_stable_reference() -> None:
+    rng = np.random.default_rng(0)
+    x = (rng.integers(0, 2, size=(300, 6))).astype(np.float32)  # binary: massive ties
+    labels = rng.integers(0, 10, size=300)
+    spec = MetricsSpec(recall_at=[1, 2], nmi=False, normalize=False)
+    got = evaluate(x, labels, spec)
+    d = ((x[:, None].astype(np.float64) - x[None]) ** 2).sum(axis=2)
+    np.fill_diagonal(d, np.inf)
+    nn = np.argsort(d, axis=1, kind="stable")[:, :2]
+    hits = labels[nn] == labels[:, None]
+    assert got["recall@1"] == pytest.approx(hits[:, :1].any(axis=1).mean())
+    assert got["recall@2"] == pytest.approx(hits.any(axis=1).mean())
+
+
+def test_queries_without_a_gallery_never_retrieve_themselves() -> None:
+    """evaluate(..., queries=q): the gallery is every item but the query itself."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(40, 8)).astype(np.float32)
+    labels = np.arange(40) % 20  # two items per class
+    spec = MetricsSpec(recall_at=[1], nmi=False)
+    some = evaluate(x, labels, spec, queries=np.arange(10))
+    full_hits = []
+    for i in range(10):
+        d = ((x - x[i]) ** 2).sum(axis=1)
+        d[i] = np.inf
+        full_hits.append(labels[int(np.argmin(d))] == labels[i])
+    assert some["recall@1"] == pytest.approx(np.mean(full_hits))
+    assert some["recall@1"] < 1.0  # it was 1.0 when each query retrieved itself

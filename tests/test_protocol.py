@@ -118,7 +118,36 @@ def test_lock_detects_change_without_version_bump(tmp_path: Path) -> None:
     assert len(problems) == 1 and "bump" in problems[0]
     with pytest.raises(ProtocolError, match="bump"):
         write_lock(folder)
-    raw["version"] = 2
+    raw["version"] += 1
     path.write_text(yaml.safe_dump(raw))
     write_lock(folder)
     assert check_lock(folder) == []
+
+
+def test_every_shipped_protocol_states_its_search_explicitly() -> None:
+    """No protocol inherits an implicit budget, validation or pruner from the schema."""
+    from dmlbench.protocol import _load_raw
+
+    for name in builtin_names():
+        raw = _load_raw(builtin_dir() / f"{name}.yaml", seen=())
+        search = raw.get("search", {})
+        missing = {"trials", "pruner", "validation"} - set(search)
+        assert not missing, f"{name}.yaml: search.{sorted(missing)} not stated"
+        assert {"folds", "fraction"} <= set(search["validation"]), name
+
+
+def test_derived_protocols_have_derived_names() -> None:
+    base = load_protocol("glyphs-mini")
+    assert base.without_search().name == "glyphs-mini@defaults"
+    assert base.with_trials(4).name == "glyphs-mini@trials=4"
+    assert base.with_trials(base.search.trials) is base
+    assert base.without_search().hash != base.hash != base.with_trials(4).hash
+
+
+def test_steps_per_epoch_left_out_of_the_hash_at_its_default() -> None:
+    """Adding the option did not change the identity of protocols that do not use it."""
+    base = load_protocol("glyphs-mini")
+    assert base.optim.steps_per_epoch is None
+    shorter = base.with_overrides({"optim.steps_per_epoch": 3})
+    assert shorter.hash != base.hash
+    assert base.hash == protocol_hash(base.with_overrides({"optim.steps_per_epoch": None}))

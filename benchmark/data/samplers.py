@@ -24,7 +24,8 @@ class ClassBalancedBatchSampler:
 
     Args:
         labels: class id per training image.
-        batch_size: images per batch (rounded down to a multiple of m).
+        batch_size: images per batch; must be a multiple of m (every method trains on the
+            protocol's exact batch size: batch size moves results, so it is never rounded).
         samples_per_class: m.
         seed: base seed; the order of epoch e depends on (seed, e) only.
     """
@@ -34,9 +35,10 @@ class ClassBalancedBatchSampler:
             raise DataError(f"samples_per_class must be >= 1, got {samples_per_class}")
         self.m = samples_per_class
         self.classes_per_batch = batch_size // samples_per_class
-        if self.classes_per_batch < 1:
+        if batch_size % samples_per_class:
             raise DataError(
-                f"batch size {batch_size} is smaller than samples_per_class {samples_per_class}"
+                f"batch.size {batch_size} is not a multiple of samples_per_class "
+                f"{samples_per_class}: choose a batch size every method divides"
             )
         classes, inverse = np.unique(labels, return_inverse=True)
         if len(classes) < self.classes_per_batch:

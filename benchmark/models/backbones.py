@@ -54,6 +54,10 @@ def small_cnn(pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]
     return net, net.out_dim
 
 
+# Backbones without pretrained weights of any kind (CPU-sized, trained from scratch).
+NO_PRETRAINED = frozenset({"small-cnn", "small-resnet"})
+
+
 def backbone_exists(name: str) -> bool:
     if name in BACKBONES:
         return True

@@ -53,5 +53,22 @@ def test_a_single_image_class_is_a_clear_error() -> None:
 def test_impossible_batches_are_clear_errors() -> None:
     with pytest.raises(DataError, match="needs 8 classes"):
         ClassBalancedBatchSampler(LABELS[:16], 16, 2, seed=0)
-    with pytest.raises(DataError, match="smaller than samples_per_class"):
+    with pytest.raises(DataError, match=r"batch\.size 2 is not a multiple of samples_per_class 4"):
         ClassBalancedBatchSampler(LABELS, 2, 4, seed=0)
+
+
+@pytest.mark.parametrize(("batch_size", "m"), [(60, 5), (60, 3), (60, 10), (64, 4)])
+def test_every_batch_has_exactly_the_protocol_size(batch_size: int, m: int) -> None:
+    labels = np.repeat(np.arange(40), 16)
+    sampler = ClassBalancedBatchSampler(labels, batch_size, m, seed=0)
+    assert all(len(batch) == batch_size for batch in sampler)
+
+
+@pytest.mark.parametrize(("batch_size", "m"), [(64, 5), (64, 3), (60, 8)])
+def test_a_batch_size_the_method_cannot_fill_is_refused_not_rounded(
+    batch_size: int, m: int
+) -> None:
+    """Before v2 of glyphs-mini, 64 became 60 for m = 5 and 63 for m = 3, silently."""
+    labels = np.repeat(np.arange(40), 16)
+    with pytest.raises(DataError, match=rf"batch\.size {batch_size} is not a multiple"):
+        ClassBalancedBatchSampler(labels, batch_size, m, seed=0)

@@ -82,3 +82,40 @@ def test_loss_decreases_on_a_fixed_batch(name: str) -> None:
         losses.append(loss.item())
     assert np.isfinite(losses).all()
     assert np.mean(losses[-3:]) < losses[0], f"{name}: {losses[0]:.4f} -> {losses[-3:]}"
+
+
+def test_every_shipped_protocol_fills_its_batch_for_its_methods() -> None:
+    """Each listed method trains on the protocol's exact batch size (no rounding down)."""
+    for name in builtin_names():
+        protocol = load_protocol(name)
+        assert protocol.methods, f"{name} lists no methods: `dmlbench run --protocol {name}` fails"
+        for method in protocol.methods:
+            METHODS.get(method).check_batch(protocol.batch.size, protocol.batch.samples_per_class)
+
+
+def test_check_batch_names_the_method_and_both_numbers() -> None:
+    from dmlbench.errors import DmlbenchError
+
+    margin = METHODS.get("margin")
+    margin.check_batch(60, None)
+    margin.check_batch(64, 4)  # the protocol's samples_per_class wins
+    with pytest.raises(DmlbenchError, match=r"margin: batch.size 64 .* samples_per_class 5"):
+        margin.check_batch(64, None)
+    with pytest.raises(DmlbenchError, match="samples_per_class 7"):
+        margin.check_batch(60, None, {"samples_per_class": 7})
+    METHODS.get("log-ratio").check_batch(31, None)  # own sampler: exact by construction
+
+
+def test_search_drops_samples_per_class_choices_that_cannot_fill_the_batch() -> None:
+    import optuna
+
+    from dmlbench.search_worker import ExactBatchTrial
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = set()
+    for _ in range(40):
+        trial = study.ask()
+        hp = METHODS.get("structured-clustering").search_space(ExactBatchTrial(trial, 60))
+        seen.add(hp["samples_per_class"])
+        study.tell(trial, 0.0)
+    assert seen == {2, 4, 5}  # 8 and 16 do not divide 60
