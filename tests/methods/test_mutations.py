@@ -50,16 +50,16 @@ MUTATIONS: dict[str, list[Mutation]] = {
         ("factor ½ dropped", "return 0.5 * loss.mean()", "return loss.mean()"),
     ],
     "triplet-semihard": [
-        ("margin ×0.9", "d_ap - chosen + self.margin", "d_ap - chosen + 0.9 * self.margin"),
+        ("margin ×0.9", "d_ap - d[a, n] + self.margin", "d_ap - d[a, n] + 0.9 * self.margin"),
         (
             "positive distance ×0.7",
-            "d_ap - chosen + self.margin",
-            "0.7 * d_ap - chosen + self.margin",
+            "d_ap - d[a, n] + self.margin",
+            "0.7 * d_ap - d[a, n] + self.margin",
         ),
         (
             "negative distance ×0.7",
-            "d_ap - chosen + self.margin",
-            "d_ap - 0.7 * chosen + self.margin",
+            "d_ap - d[a, n] + self.margin",
+            "d_ap - 0.7 * d[a, n] + self.margin",
         ),
         (
             "hardest negative instead of semi-hard",
