@@ -67,6 +67,9 @@ REFUSED_LOSSES = {
     "InstanceLoss": "with class labels it uses the class index as a batch column, so a sample's "
     "target is whichever sample sits at that position (library bug: the loss depends on batch "
     "order); the paper's instance loss is a softmax classifier, see 'proxy-softmax'",
+    "SmoothAPLoss": "it groups the batch by samples per class instead of by class, so its "
+    "positives are wrong unless a batch has as many classes as samples per class (library "
+    "bug); use the catalogue's 'smooth-ap'",
     "ManifoldLoss": "takes no class labels (it assigns samples to proxies at random or from an "
     "indices tuple); use the catalogue's 'manifold', which assigns each class its proxy",
 }

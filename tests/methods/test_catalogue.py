@@ -4,6 +4,7 @@ One module, parametrised by method name, so the catalogue's checks are in one pl
 
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
   NT-Xent, NCA, Tuplet Margin, generalized lifted structure, Threshold-Consistent Margin,
+  Smooth-AP,
   ArcFace, Sub-center ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
   value and gradient w.r.t. embeddings and the loss's own parameters);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
@@ -208,6 +209,31 @@ def threshold_consistent_margin(x: Tensor, y: Tensor, h: dict[str, float]) -> Te
     return total
 
 
+def smooth_ap(x: Tensor, y: Tensor, tau: float, include_query: bool = False) -> Tensor:
+    """Brown et al., ECCV 2020, eq. 11: per query, the mean over its positives i of
+    (1 + Σ_{j∈P, j≠i} σ(D_ij/τ)) / (1 + Σ_{j≠i} σ(D_ij/τ)) with D_ij = s_qj − s_qi; the
+    retrieval set excludes the query (``include_query`` keeps it, as the authors' code does)."""
+    z = F.normalize(x, dim=1)
+    s = z @ z.t()
+    aps = []
+    for q in range(len(y)):
+        pool = [j for j in range(len(y)) if include_query or j != q]
+        positives = [i for i in pool if y[i] == y[q]]
+        if not positives or (include_query and len(positives) == 1):
+            continue
+        total = x.sum() * 0.0
+        for i in positives:
+
+            def g(j: int, i: int = i, q: int = q) -> Tensor:
+                return torch.sigmoid((s[q, j] - s[q, i]) / tau)
+
+            rank_pos = 1 + sum(g(j) for j in positives if j != i)
+            rank_all = 1 + sum(g(j) for j in pool if j != i)
+            total = total + rank_pos / rank_all
+        aps.append(total / len(positives))
+    return 1 - torch.stack(aps).mean()
+
+
 def margin_softmax(
     x: Tensor, y: Tensor, w: Tensor, target: Callable[[Tensor], Tensor], s: float
 ) -> Tensor:
@@ -256,7 +282,7 @@ def _params(loss: torch.nn.Module) -> list[Tensor]:
 
 def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Tensor:
     h = METHODS.get(name).defaults
-    inner = loss.loss  # type: ignore[union-attr]
+    inner = getattr(loss, "loss", None)
     if name == "circle":
         return circle(x, y, h["m"], h["gamma"])
     if name == "supcon":
@@ -265,6 +291,8 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
         return ntxent(x, y, h["temperature"])
     if name == "nca":
         return nca(x, y, h["softmax_scale"])
+    if name == "smooth-ap":
+        return smooth_ap(x, y, h["temperature"])
     if name == "tuplet-margin":
         return tuplet_margin(x, y, h["margin"], h["scale"])
     if name == "generalized-lifted":
@@ -293,6 +321,7 @@ REFERENCES = [
     "tuplet-margin",
     "generalized-lifted",
     "threshold-consistent-margin",
+    "smooth-ap",
     "proxy-anchor",
     "soft-triple",
     "arcface",
@@ -334,6 +363,19 @@ def test_library_soft_triple_lacks_the_centre_regulariser() -> None:
     plain = soft_triple(x, y, fc, 10, 20.0, 0.1, 0.01, tau=0.0)
     torch.testing.assert_close(lib(x, y), plain)
     assert not torch.isclose(lib(x, y), soft_triple(x, y, fc, 10, 20.0, 0.1, 0.01, tau=0.2))
+
+
+@pytest.mark.parametrize(("classes", "per_class"), [(4, 4), (4, 3), (8, 4)])
+def test_library_smooth_ap_is_right_only_when_classes_equal_samples_per_class(
+    classes: int, per_class: int
+) -> None:
+    """Why ``smooth-ap`` is written here: the library reshapes the batch the wrong way round."""
+    torch.manual_seed(0)
+    y = torch.arange(classes).repeat_interleave(per_class)
+    x = torch.randn(len(y), DIM, dtype=torch.float64)
+    lib = float(losses.SmoothAPLoss(temperature=0.01)(x, y))
+    authors = float(smooth_ap(x, y, 0.01, include_query=True))
+    assert (abs(lib - authors) < 1e-6) == (classes == per_class), (lib, authors)
 
 
 # ---- every entry: decrease on a fixed batch, two finite training steps ------------------------
