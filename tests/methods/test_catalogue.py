@@ -3,8 +3,8 @@
 One module, parametrised by method name, so the catalogue's checks are in one place:
 
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
-  NT-Xent, NCA, Tuplet Margin, generalized lifted structure, Threshold-Consistent Margin,
-  Smooth-AP,
+  NT-Xent, NCA, Tuplet Margin (+ intra-pair variance), generalized lifted structure,
+  Threshold-Consistent Margin, Smooth-AP,
   ArcFace, Sub-center ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
   value and gradient w.r.t. embeddings and the loss's own parameters);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
@@ -180,6 +180,19 @@ def tuplet_margin(x: Tensor, y: Tensor, beta_deg: float, scale: float) -> Tensor
     return torch.stack(terms).mean()
 
 
+def intra_pair_variance(x: Tensor, y: Tensor, h: dict[str, float]) -> Tensor:
+    """Yu & Tao, ICCV 2019, eq. 7 added to the tuplet margin loss with weight w:
+    E[((1 − ε+) μ_ap − cos θ_ap)_+²] + E[(cos θ_an − (1 + ε−) μ_an)_+²], μ the batch means."""
+    z = F.normalize(x, dim=1)
+    pos = torch.stack([z[a] @ z[b] for a, b in _pairs(y, True)])
+    neg = torch.stack([z[a] @ z[b] for a, b in _pairs(y, False)])
+    pos_term = torch.stack([torch.relu((1 - h["pos_eps"]) * pos.mean() - c) ** 2 for c in pos])
+    neg_term = torch.stack([torch.relu(c - (1 + h["neg_eps"]) * neg.mean()) ** 2 for c in neg])
+    variance = pos_term.mean() + neg_term.mean()
+    tuplet = tuplet_margin(x, y, h["tuplet_margin"], h["tuplet_scale"])
+    return tuplet + h["ipv_weight"] * variance
+
+
 def generalized_lifted(x: Tensor, y: Tensor, neg_margin: float, pos_margin: float) -> Tensor:
     """Hermans et al., arXiv 2017, §2 (generalized lifted structure): per anchor
     [log Σ_p e^{D_ap − m_p} + log Σ_n e^{m − D_an}]_+ on Euclidean distances of normalised
@@ -293,6 +306,8 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
         return nca(x, y, h["softmax_scale"])
     if name == "smooth-ap":
         return smooth_ap(x, y, h["temperature"])
+    if name == "intra-pair-variance":
+        return intra_pair_variance(x, y, h)
     if name == "tuplet-margin":
         return tuplet_margin(x, y, h["margin"], h["scale"])
     if name == "generalized-lifted":
@@ -319,6 +334,7 @@ REFERENCES = [
     "ntxent",
     "nca",
     "tuplet-margin",
+    "intra-pair-variance",
     "generalized-lifted",
     "threshold-consistent-margin",
     "smooth-ap",
