@@ -26,6 +26,7 @@ import pytest
 import torch
 
 import dmlbench.atomic
+from dmlbench.atomic import WriteError
 from dmlbench.checkpoint import Progress, load_checkpoint, save_checkpoint
 from dmlbench.cli import main
 from dmlbench.records import (
@@ -80,8 +81,9 @@ def test_a_failed_write_keeps_the_previous_record_and_no_temp_file(
     else:
         monkeypatch.setattr(dmlbench.atomic.os, "fsync" if where == "fsync" else "replace", fail)
         write = lambda: atomic_write_text(path, newer)  # noqa: E731
-    with pytest.raises(DiskFull):
-        write()
+    with pytest.raises(WriteError, match="cannot write \\(No space left on device\\)") as err:
+        write()  # one line naming the file (a DmlbenchError), still an OSError with its errno
+    assert err.value.errno == 28 and str(path) in str(err.value)
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert os.listdir(path.parent) == [path.name]  # no temp file left behind
