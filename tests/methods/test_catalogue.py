@@ -5,7 +5,7 @@ One module, parametrised by method name, so the catalogue's checks are in one pl
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
   NT-Xent, NCA, Tuplet Margin (+ intra-pair variance), generalized lifted structure,
   Threshold-Consistent Margin, Smooth-AP,
-  ArcFace, Sub-center ArcFace and CosFace against per-sample loops written from the papers' equations (float64,
+  ArcFace, Sub-center ArcFace, CosFace, SphereFace and L-Softmax against per-sample loops written from the papers' equations (float64,
   value and gradient w.r.t. embeddings and the loss's own parameters);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
@@ -289,6 +289,28 @@ def subcenter_arcface(
     return total / len(y)
 
 
+def large_margin(x: Tensor, y: Tensor, w: Tensor, m: int, s: float, weight_norms: bool) -> Tensor:
+    """Liu et al., ICML 2016, eq. 4-6 (L-Softmax): the target logit is ‖W_y‖‖x‖ψ(θ_y) with
+    ψ(θ) = (−1)^k cos(mθ) − 2k on [kπ/m, (k+1)π/m]; SphereFace (Liu et al., CVPR 2017, §3.2)
+    normalises W, so its logits are ‖x‖ψ(θ_y) and ‖x‖cos θ_j (``weight_norms=False``)."""
+    cos = F.normalize(x, dim=1) @ F.normalize(w, dim=0)
+    x_norm, w_norm = x.norm(dim=1), w.norm(dim=0)
+    total = x.sum() * 0.0
+    for i in range(len(y)):
+        t = int(y[i])
+        logits = []
+        for j in range(C):
+            value = cos[i, j]
+            if j == t:
+                theta = torch.acos(value)
+                k = math.floor(float(theta) / (math.pi / m))
+                value = (-1) ** k * torch.cos(m * theta) - 2 * k
+            magnitude = x_norm[i] * (w_norm[j] if weight_norms else 1.0)
+            logits.append(s * magnitude * value)
+        total = total - torch.log(torch.exp(logits[t]) / sum(torch.exp(v) for v in logits))
+    return total / len(y)
+
+
 def _params(loss: torch.nn.Module) -> list[Tensor]:
     return [p for p in loss.parameters() if p.requires_grad]
 
@@ -321,6 +343,9 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
         return soft_triple(x, y, inner.fc, k, h["la"], h["gamma"], h["margin"], h["tau"])
     if name == "arcface":
         return arcface(x, y, inner.W, h["margin"], h["scale"])
+    if name in ("large-margin-softmax", "sphereface"):
+        m, scale = int(h["margin"]), float(h["scale"])
+        return large_margin(x, y, inner.W, m, scale, weight_norms=name == "large-margin-softmax")
     if name == "subcenter-arcface":
         k = int(h["sub_centers"])
         return subcenter_arcface(x, y, inner.W, k, h["margin"], h["scale"])
@@ -343,6 +368,8 @@ REFERENCES = [
     "arcface",
     "subcenter-arcface",
     "cosface",
+    "sphereface",
+    "large-margin-softmax",
 ]
 
 
