@@ -3,7 +3,8 @@
 A method is pinned to its paper by a test comparing the registered loss with an independent
 computation: a slow loop written from the paper's equation, or pytorch-metric-learning where
 the library has the same formula. :data:`REFERENCE_TESTS` declares, for every name the registry
-lists (hand-written methods and catalogue entries alike), the test function that does so.
+lists (hand-written methods and catalogue entries alike), the test function that does so; a
+test parametrised over method names (:data:`REFERENCE_SUITES`) declares every name it lists.
 Two checks make the declaration hard to dodge:
 
 * coverage: the declared names are exactly the registered ones (a new method, or a new
@@ -50,14 +51,12 @@ REFERENCE_TESTS: dict[str, str] = {
     "triplet-binary": "test_triplet_binary::test_matches_reference_value_and_gradient",
     "triplet-dense": "test_triplet_dense::test_matches_reference_value_and_gradient",
     "triplet-semihard": "test_triplet_semihard::test_matches_reference_value_and_gradient",
-    # catalogue entries whose formula the catalogue's tests write out independently
-    **dict.fromkeys(
-        ["arcface", "circle", "cosface", "proxy-anchor", "soft-triple", "supcon"],
-        "test_catalogue::test_matches_reference_value_and_gradient",
-    ),
     # names built on demand: the adapter around the library's loss, against the library
     "pml:": "test_pml_resolver::test_loss_with_miner_passes_the_mined_tuples",
 }
+#: Reference tests parametrised over method names (``parametrize("name", [...])``): every
+#: name in that list is declared with the test, so adding a name there is enough.
+REFERENCE_SUITES = ["test_catalogue::test_matches_reference_value_and_gradient"]
 #: A name a resolver builds, to run the canary of a resolver prefix with.
 RESOLVER_EXAMPLES = {"pml:": "pml:ContrastiveLoss"}
 CANARY_SCALE = 0.9
@@ -72,12 +71,32 @@ def covered_names() -> list[str]:
     return sorted({*METHODS.list(), *resolver_prefixes()})
 
 
-def declared_test(name: str) -> Callable[..., Any]:
-    module_name, _, function = REFERENCE_TESTS[name].partition("::")
+def load_test(spec: str) -> Callable[..., Any]:
+    """The test function ``module::function`` of tests/methods."""
+    module_name, _, function = spec.partition("::")
     module = importlib.import_module(f"tests.methods.{module_name}")
     test = getattr(module, function, None)
-    assert callable(test), f"{name}: {REFERENCE_TESTS[name]} does not exist"
+    assert callable(test), f"{spec} does not exist"
     return test  # type: ignore[no-any-return]
+
+
+def parametrized_names(test: Callable[..., Any]) -> list[str]:
+    marks = getattr(test, "pytestmark", [])
+    lists = [m.args[1] for m in marks if m.name == "parametrize" and m.args[0] == "name"]
+    return [str(getattr(v, "values", [v])[0]) for values in lists for v in values]
+
+
+def declared() -> dict[str, str]:
+    """Every declared method name (or resolver prefix) -> its reference test."""
+    out = dict(REFERENCE_TESTS)
+    for spec in REFERENCE_SUITES:
+        for name in parametrized_names(load_test(spec)):
+            out.setdefault(name, spec)
+    return out
+
+
+def declared_test(name: str) -> Callable[..., Any]:
+    return load_test(declared()[name])
 
 
 def first_arguments(test: Callable[..., Any], name: str) -> dict[str, Any]:
@@ -115,17 +134,17 @@ def scaled_forward(cls: type[torch.nn.Module]) -> Callable[..., torch.Tensor]:
 
 
 def test_every_registered_method_declares_a_reference_test() -> None:
-    names = covered_names()
-    missing = [n for n in names if n not in REFERENCE_TESTS]
-    stale = sorted(set(REFERENCE_TESTS) - set(names))
+    names, known = covered_names(), declared()
+    missing = [n for n in names if n not in known]
+    stale = sorted(set(known) - set(names))
     assert not missing, (
-        f"{len(missing)} registered method(s) without a declared reference test "
-        f"(add each to REFERENCE_TESTS in {__name__}): {', '.join(missing)}"
+        f"{len(missing)} registered method(s) without a declared reference test (add each to "
+        f"REFERENCE_TESTS in {__name__}, or to a suite's name list): {', '.join(missing)}"
     )
-    assert not stale, f"REFERENCE_TESTS names methods that are not registered: {stale}"
+    assert not stale, f"reference tests declared for methods that are not registered: {stale}"
 
 
-@pytest.mark.parametrize("name", sorted(REFERENCE_TESTS))
+@pytest.mark.parametrize("name", sorted(declared()))
 def test_reference_test_catches_a_scaled_loss(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Undeclared names are listed by the coverage test above, once, not here one by one."""
     test = declared_test(name)
