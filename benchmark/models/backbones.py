@@ -99,9 +99,40 @@ def create_backbone(
     raise AssertionError("unreachable")
 
 
+def _require_timm_weights(model: str) -> None:
+    """Fail at once, naming what to fetch, when timm's weights are neither cached nor reachable.
+
+    Offline, the Hugging Face client retries for about a minute, printing a warning each time,
+    and its final error names neither the repository nor the file.
+    """
+    import socket
+
+    import timm
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    cfg = timm.models.get_pretrained_cfg(model)
+    repo = getattr(cfg, "hf_hub_id", None)
+    if not repo:  # weights behind a plain URL: timm's own download error names it
+        return
+    files = ("model.safetensors", "pytorch_model.bin")
+    if any(isinstance(try_to_load_from_cache(repo, f), str) for f in files):
+        return
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=5).close()
+    except OSError:
+        raise DmlbenchError(
+            f"timm:{model}: pretrained weights are not in the Hugging Face cache "
+            f"({constants.HF_HUB_CACHE}) and huggingface.co cannot be reached; fetch "
+            f"{files[0]} of https://huggingface.co/{repo} into that cache (`huggingface-cli "
+            f"download {repo} {files[0]}` where there is network), or set pretrained: null"
+        ) from None
+
+
 def _timm(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
     import timm
 
+    if pretrained:
+        _require_timm_weights(model)
     try:
         net = timm.create_model(
             model, pretrained=bool(pretrained), num_classes=0, in_chans=in_channels

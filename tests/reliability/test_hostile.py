@@ -579,3 +579,26 @@ def test_17_bn_inception_at_a_size_it_cannot_take_fails_validate(cub: Setup, siz
     cub.protocol.write_text(fixture_protocol(cub.root, images=images))
     proc = dmlbench("validate", cub.protocol, cache=cub.tmp / "cache")
     one_error(proc, cub.protocol, "images.train", f"bn-inception cannot take {size} px")
+
+
+# --------------------------------------------------------------------------- 18: timm offline
+
+
+def test_18_timm_weights_offline_are_one_line_naming_what_to_fetch(
+    tiny: Tiny, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=5).close()
+        pytest.skip("huggingface.co is reachable from here: not offline")
+    except OSError:
+        pass
+    tiny.protocol.write_text(
+        TINY.replace("backbone: small-cnn, pretrained: null", "backbone: 'timm:resnet18', "
+                     "pretrained: imagenet")
+    )  # fmt: skip
+    monkeypatch.setenv("HF_HOME", str(tiny.dir / "hf"))  # an empty Hugging Face cache
+    proc = tiny.run("--force")
+    one_error(proc, "timm:resnet18", "https://huggingface.co/timm/resnet18", "model.safetensors")
+    assert "Retrying" not in proc.stderr
