@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 CACHE_VERSION = 1
 CHUNK = 1 << 24  # pixels.npy is checksummed per 16 MB
 BUILDING = ".building"  # lock file of a build in progress
+STALE_AFTER = 60.0  # seconds: an unlocked temp folder older than this is abandoned
 
 
 def resized_shape(width: int, height: int, resize: int | None) -> tuple[int, int]:
@@ -205,9 +207,11 @@ def clean_stale_builds(folder: Path) -> list[Path]:
     """
     removed = []
     for tmp in sorted(folder.glob(".*.tmp-*")) if folder.is_dir() else []:
-        if not tmp.is_dir():
-            continue
         try:
+            # A build takes its lock right after creating the folder: a young folder may
+            # be one that has not taken it yet.
+            if not tmp.is_dir() or time.time() - tmp.stat().st_mtime < STALE_AFTER:
+                continue
             with open(tmp / BUILDING, "a+") as fh:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 shutil.rmtree(tmp, ignore_errors=True)
