@@ -311,6 +311,257 @@ def large_margin(x: Tensor, y: Tensor, w: Tensor, m: int, s: float, weight_norms
     return total / len(y)
 
 
+# ---- references for the ranking, histogram, manifold and P2SGrad entries ----------------------
+
+
+def fast_ap(x: Tensor, y: Tensor, num_bins: int) -> Tensor:
+    """Cakir et al., CVPR 2019, FastAP (§3, the histogram form of AP with soft binning).
+
+    Squared Euclidean distances of normalised embeddings lie in [0, 4], cut into L bins whose
+    L + 1 centres are z_l = l·Δ, Δ = 4/L; a distance d counts in bin l with the triangular
+    weight max(0, 1 − |d − z_l|/Δ). Per query q (retrieval set: the other samples):
+    FastAP_q = 1/N_q⁺ Σ_l h_l⁺ H_l⁺ / H_l with h_l⁺ the positives' count in bin l, H_l⁺ and H_l
+    the cumulative positive and total counts; the loss is 1 − the mean over queries with a
+    positive (the authors' minibatch objective).
+    """
+    z = F.normalize(x, dim=1)
+    delta = 4.0 / num_bins
+    aps = []
+    for q in range(len(y)):
+        pos = [j for j in range(len(y)) if j != q and y[j] == y[q]]
+        neg = [j for j in range(len(y)) if y[j] != y[q]]
+        if not pos:
+            continue
+        d = {j: ((z[q] - z[j]) ** 2).sum() for j in pos + neg}
+
+        def count(pool: list[int], centre: float, d: dict[int, Tensor] = d) -> Tensor:
+            return sum(
+                (torch.relu(1 - torch.abs(d[j] - centre) / delta) for j in pool), x.new_zeros(())
+            )
+
+        ap, cum_pos, cum_all = x.sum() * 0.0, x.sum() * 0.0, x.sum() * 0.0
+        for bin_ in range(num_bins + 1):
+            h_pos, h_neg = count(pos, bin_ * delta), count(neg, bin_ * delta)
+            cum_pos, cum_all = cum_pos + h_pos, cum_all + h_pos + h_neg
+            if float(h_pos) > 0:
+                ap = ap + h_pos * cum_pos / cum_all
+        aps.append(ap / len(pos))
+    if not aps:
+        return x.sum() * 0.0
+    return 1 - torch.stack(aps).mean()
+
+
+def histogram_loss(x: Tensor, y: Tensor, n_bins: int, pairs_from_triplets: bool = False) -> Tensor:
+    """Ustinova & Lempitsky, NeurIPS 2016, §2 (eq. 1-4): cosine similarities of the batch's
+    positive pairs S⁺ and negative pairs S⁻ (unordered, i < j) are spread over R = n_bins + 1
+    nodes t_r = −1 + rΔ, Δ = 2/n_bins, by linear interpolation between the two nearest nodes
+    (δ_{i,j,r} = 1 − |s_ij − t_r|/Δ when positive); h_r = Σ δ_{i,j,r} / |S|; the loss is
+    Σ_r h⁻_r Φ⁺_r with Φ⁺_r = Σ_{q≤r} h⁺_q, the probability that a negative pair is more similar
+    than a positive one. ``pairs_from_triplets`` keeps only the pairs that belong to a
+    (anchor, positive, negative) triplet, as pytorch-metric-learning does: a negative pair of
+    two samples that both lack a positive is dropped, which the paper's S⁻ keeps.
+    """
+    z = F.normalize(x, dim=1)
+    delta = 2.0 / n_bins
+    n = len(y)
+    has_pos = [any(y[j] == y[i] for j in range(n) if j != i) for i in range(n)]
+    pos = [(i, j) for i in range(n) for j in range(i + 1, n) if y[i] == y[j]]
+    neg = [(i, j) for i in range(n) for j in range(i + 1, n) if y[i] != y[j]]
+    if pairs_from_triplets:
+        pos = [(i, j) for i, j in pos if any(y[k] != y[i] for k in range(n))]
+        neg = [(i, j) for i, j in neg if has_pos[i] or has_pos[j]]
+    if not pos or not neg:
+        return x.sum() * 0.0
+
+    def hist(pairs: list[tuple[int, int]]) -> list[Tensor]:
+        sims = [z[i] @ z[j] for i, j in pairs]
+        nodes = [-1.0 + r * delta for r in range(n_bins + 1)]
+        return [
+            sum(torch.relu(1 - torch.abs(s - t) / delta) for s in sims) / len(pairs) for t in nodes
+        ]
+
+    h_pos, h_neg = hist(pos), hist(neg)
+    total, phi = x.sum() * 0.0, x.sum() * 0.0
+    for r in range(n_bins + 1):
+        phi = phi + h_pos[r]
+        total = total + h_neg[r] * phi
+    return total
+
+
+def p2sgrad(x: Tensor, y: Tensor, w: Tensor) -> Tensor:
+    """Zhang et al., CVPR 2019, eq. 11: P2SGrad replaces the gradient of a margin softmax by
+    Σ_j (cos θ_ij − 1(j = y_i)) ∇cos θ_ij, with cos θ_ij = <x̂_i, Ŵ_j>. That is the gradient of
+    ½ Σ_i Σ_j (cos θ_ij − 1(j = y_i))²; the library's value is this sum's mean over the N × C
+    cosines (an MSE), so its gradient is 2/(N·C) × eq. 11. Both x and W enter normalised, so
+    ∇cos θ_ij is tangential to each (the paper's ∇ of cos θ)."""
+    z, centres = F.normalize(x, dim=1), F.normalize(w, dim=0)
+    total = x.sum() * 0.0
+    for i in range(len(y)):
+        for j in range(centres.shape[1]):
+            total = total + (z[i] @ centres[:, j] - float(j == int(y[i]))) ** 2
+    return total / (len(y) * centres.shape[1])
+
+
+def pnp_rank_modulation(r: Tensor, variant: str, b: float, alpha: float) -> Tensor:
+    """Li et al., AAAI 2022, §3.3: the loss of each positive as a function of R⁻ (the soft
+    count of negatives ranked before it): PNP-O R⁻, PNP-D_s log(1 + R⁻), PNP-D_q
+    1/(1 + R⁻)^α (maximised: the loss is 1 − its mean), PNP-I_u (1 + R⁻) log(1 + R⁻), PNP-I_b
+    (bR⁻ − log(1 + bR⁻))/b²."""
+    if variant == "O":
+        return r
+    if variant == "Ds":
+        return torch.log(1 + r)
+    if variant == "Dq":
+        return 1 / (1 + r) ** alpha
+    if variant == "Iu":
+        return (1 + r) * torch.log(1 + r)
+    assert variant == "Ib"
+    return (b * r - torch.log(1 + b * r)) / b**2
+
+
+def pnp(x: Tensor, y: Tensor, h: dict[str, object], include_query: bool = True) -> Tensor:
+    """Li et al., AAAI 2022, the PNP loss: per query q and positive i,
+    R⁻(i) = Σ_{j∈N_q} σ((s_qj − s_qi)/τ) over cosine similarities (τ = ``anneal``), the
+    variant's function of it (:func:`pnp_rank_modulation`) averaged over q's positives P_q, then
+    over queries with a positive. The paper's P_q excludes the query; ``include_query`` also
+    counts q as its own positive (s_qq = 1), as pytorch-metric-learning (after the authors'
+    Smooth-AP-derived code) does."""
+    z = F.normalize(x, dim=1)
+    tau, variant = float(h["anneal"]), str(h["variant"])  # type: ignore[arg-type]
+    b, alpha = float(h["b"]), float(h["alpha"])  # type: ignore[arg-type]
+    terms = []
+    for q in range(len(y)):
+        pos = [i for i in range(len(y)) if i != q and y[i] == y[q]]
+        neg = [j for j in range(len(y)) if y[j] != y[q]]
+        if not pos:
+            continue
+        pool = [q, *pos] if include_query else pos
+        per_pos = []
+        for i in pool:
+            s_qi = z[q] @ z[i]
+            r = sum((torch.sigmoid((z[q] @ z[j] - s_qi) / tau) for j in neg), x.new_zeros(()))
+            per_pos.append(pnp_rank_modulation(r, variant, b, alpha))
+        terms.append(torch.stack(per_pos).mean())
+    if not terms:
+        return x.sum() * 0.0
+    value = torch.stack(terms).mean()
+    return 1 - value if variant == "Dq" else value
+
+
+def snr_distance(a: Tensor, b: Tensor) -> Tensor:
+    """Yuan et al., CVPR 2019, the SNR distance d_S(h_i, h_j) = var(h_j − h_i) / var(h_i): the
+    noise's variance over the anchor's (signal's) variance, each over the feature dimensions
+    (the variances' normalisation cancels in the ratio)."""
+    noise = b - a
+    return ((noise - noise.mean()) ** 2).sum() / ((a - a.mean()) ** 2).sum()
+
+
+def snr_contrastive(
+    x: Tensor, y: Tensor, pos_margin: float, neg_margin: float, paper: bool = False
+) -> Tensor:
+    """Yuan et al., CVPR 2019, the SNR contrastive loss (DSML): the contrastive loss with the
+    SNR distance, per ordered pair (i, j) [d_S − m⁺]_+ if same class, [m⁻ − d_S]_+ otherwise.
+
+    ``paper=True`` is the paper's form: d_S of the raw features, the sum over all pairs divided
+    by their number. ``paper=False`` is what pytorch-metric-learning computes: d_S of
+    L2-normalised embeddings (its distances' default), and the mean of the non-zero positive
+    terms plus the mean of the non-zero negative terms (``AvgNonZeroReducer`` on each). Neither
+    includes the paper's zero-mean regulariser on the features (PML's ``ZeroMeanRegularizer``).
+    """
+    z = x if paper else F.normalize(x, dim=1)
+    pos_terms, neg_terms = [], []
+    for i, j in _pairs(y, same=True):
+        pos_terms.append(torch.relu(snr_distance(z[i], z[j]) - pos_margin))
+    for i, j in _pairs(y, same=False):
+        neg_terms.append(torch.relu(neg_margin - snr_distance(z[i], z[j])))
+    if paper:
+        return torch.stack(pos_terms + neg_terms).mean()
+    total = x.sum() * 0.0
+    for terms in (pos_terms, neg_terms):
+        active = [t for t in terms if float(t) > 0]
+        if active:
+            total = total + torch.stack(active).mean()
+    return total
+
+
+def dynamic_soft_margin(x: Tensor, y: Tensor, min_val: float, num_bins: int) -> Tensor:
+    """Zhang & Rusinkiewicz, ICCV 2019, §3 (CDF-based dynamic soft margin), as the entry
+    implements it on one batch with a fresh running histogram.
+
+    Per triplet (a, p, n) of the batch (every one): d = ‖z_a − z_p‖ − ‖z_a − z_n‖ on normalised
+    embeddings. The d's form a histogram of ``num_bins`` nodes min_val + kΔ, Δ = 2|min_val| /
+    num_bins (each d split between its two nodes by linear interpolation, normalised to 1: the
+    first batch's momentum is 1). The loss is the mean of Φ(d)·d, Φ the histogram's cumulative
+    sum at d's lower node, held constant: its gradient w.r.t. d is the empirical CDF, the paper's
+    dynamic soft margin (the paper defines the loss by that derivative; Φ(d)·d is the entry's
+    value, not the integral of Φ).
+    """
+    z = F.normalize(x, dim=1)
+    n = len(y)
+    ds = [
+        (z[a] - z[p]).norm() - (z[a] - z[q]).norm()
+        for a in range(n)
+        for p in range(n)
+        if p != a and y[p] == y[a]
+        for q in range(n)
+        if y[q] != y[a]
+    ]
+    if not ds:
+        return x.sum() * 0.0
+    delta = 2 * abs(min_val) / num_bins
+    hist = [0.0] * num_bins
+    for d in ds:
+        u = (float(d) - min_val) / delta
+        k = math.floor(u)
+        hist[k] += 1 - (u - k)
+        hist[k + 1] += u - k
+    hist = [v / sum(hist) for v in hist]
+    cdf = [sum(hist[: k + 1]) for k in range(num_bins)]
+    return torch.stack([cdf[math.floor((float(d) - min_val) / delta)] * d for d in ds]).mean()
+
+
+def manifold(x: Tensor, y: Tensor, proxies: Tensor, h: dict[str, float]) -> Tensor:
+    """Aziere & Todorovic, CVPR 2019, §3, with one proxy per class and each sample assigned to
+    its class's proxy (the entry's adaptation; the paper's hard-proxy estimation and ensemble
+    are not part of the loss).
+
+    Graph over the N samples and K proxies: w_uv = exp(max(cos(u, v), 0)/0.5) for u ≠ v, 0 on
+    the diagonal; S̄ = D^{-1/2} W D^{-1/2}. The manifold similarities are the random walk's
+    fixed point F = αS̄F + (1 − α)I, computed here by iterating the walk itself (not the
+    closed form (1 − α)(I − αS̄)^{-1}). With c_i the class of sample i and m the margin:
+    L_int = mean_i log(1 + Σ_{k≠c_i} [F_ik − F_ic_i + m > 0] e^{F_ik − F_ic_i + m}) over the
+    sample-to-proxy block, L_ctx the same on cos(F_i, F_k) between the rows of samples and
+    proxies (contexts); the loss is L_int + λ_C L_ctx.
+    """
+    nodes = F.normalize(torch.cat([x, proxies]), dim=1)
+    total = len(nodes)
+    w = torch.exp(torch.clamp(nodes @ nodes.t(), min=0) / 0.5) * (
+        1 - torch.eye(total, dtype=x.dtype)
+    )
+    d_inv_half = w.sum(1) ** -0.5
+    s_bar = d_inv_half[:, None] * w * d_inv_half[None, :]
+    alpha, margin = h["alpha"], h["margin"]
+    eye = torch.eye(total, dtype=x.dtype)
+    f = (1 - alpha) * eye
+    for _ in range(400):  # α^400 < 1e-38
+        f = alpha * s_bar @ f + (1 - alpha) * eye
+    n = len(y)
+
+    def hinge_softplus(score: Callable[[int, int], Tensor]) -> Tensor:
+        terms = []
+        for i in range(n):
+            c = int(y[i])
+            excess = [score(i, k) - score(i, c) + margin for k in range(len(proxies)) if k != c]
+            terms.append(
+                torch.log(1 + sum((torch.exp(e) for e in excess if float(e) > 0), x.new_zeros(())))
+            )
+        return torch.stack(terms).mean()
+
+    intrinsic = hinge_softplus(lambda i, k: f[i, n + k])
+    context = hinge_softplus(lambda i, k: F.cosine_similarity(f[i], f[n + k], dim=0))
+    return intrinsic + h["lambdaC"] * context
+
+
 def _params(loss: torch.nn.Module) -> list[Tensor]:
     return [p for p in loss.parameters() if p.requires_grad]
 
@@ -349,6 +600,20 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
     if name == "subcenter-arcface":
         k = int(h["sub_centers"])
         return subcenter_arcface(x, y, inner.W, k, h["margin"], h["scale"])
+    if name == "fast-ap":
+        return fast_ap(x, y, int(h["num_bins"]))
+    if name == "histogram":
+        return histogram_loss(x, y, int(h["n_bins"]))
+    if name == "p2sgrad":
+        return p2sgrad(x, y, inner.weight)
+    if name == "pnp":
+        return pnp(x, y, h, include_query=True)
+    if name == "snr-contrastive":
+        return snr_contrastive(x, y, h["pos_margin"], h["neg_margin"])
+    if name == "dynamic-soft-margin":
+        return dynamic_soft_margin(x, y, h["min_val"], int(h["num_bins"]))
+    if name == "manifold":
+        return manifold(x, y, inner.proxies, h)
     assert name == "cosface"
     return cosface(x, y, inner.W, h["margin"], h["scale"])
 
@@ -370,7 +635,33 @@ REFERENCES = [
     "cosface",
     "sphereface",
     "large-margin-softmax",
+    "fast-ap",
+    "histogram",
+    "pnp",
+    "snr-contrastive",
+    "dynamic-soft-margin",
+    "manifold",
+    "p2sgrad",
 ]
+
+
+#: (value rtol, gradient atol) where the library computes part of its loss in float32:
+#: HistogramLoss builds its bin nodes r·Δ from an integer tensor times a Python float (float32,
+#: relative error ~5e-7 in each interpolation weight).
+TOLERANCES: dict[str, tuple[float, float]] = {"histogram": (1e-5, 1e-6)}
+
+
+def tangential(grad: Tensor, w: Tensor) -> Tensor:
+    """The part of ``grad`` orthogonal to each column of ``w`` (the tangent to its sphere)."""
+    unit = F.normalize(w.detach(), dim=0)
+    return grad - unit * (unit * grad).sum(0, keepdim=True)
+
+
+#: Compared part of the gradient w.r.t. the loss's own parameters. ``p2sgrad``: the library
+#: renormalises W outside the autograd graph, so its gradient w.r.t. W_j has a radial component
+#: along W_j that eq. 11's ∇cos θ_ij lacks (see test_library_p2sgrad_weight_gradient_is_not_
+#: tangential); the tangential parts are compared.
+PARAMETER_GRADIENT_VIEWS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"p2sgrad": tangential}
 
 
 def reference_batch(seed: int) -> tuple[Tensor, Tensor]:
@@ -391,9 +682,21 @@ def test_matches_reference_value_and_gradient(name: str, seed: int) -> None:
     ours_grads = torch.autograd.grad(ours, [x1, *_params(loss)])
     ref = reference_for(name, loss, x2, y)
     ref_grads = torch.autograd.grad(ref, [x2, *_params(loss)])
-    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-8)
+    view = PARAMETER_GRADIENT_VIEWS.get(name)
+    if view is not None:
+        params = _params(loss)
+        ours_grads = (
+            ours_grads[0],
+            *(view(g, p) for g, p in zip(ours_grads[1:], params, strict=True)),
+        )
+        ref_grads = (
+            ref_grads[0],
+            *(view(g, p) for g, p in zip(ref_grads[1:], params, strict=True)),
+        )
+    value_rtol, grad_atol = TOLERANCES.get(name, (1e-6, 1e-8))
+    torch.testing.assert_close(ours, ref, rtol=value_rtol, atol=1e-8)
     for a, b in zip(ours_grads, ref_grads, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=grad_atol)
 
 
 def test_library_soft_triple_lacks_the_centre_regulariser() -> None:
