@@ -95,7 +95,7 @@ def update_leaderboard(
         for m in chosen[n]:
             overrides = leaderboard_overrides(m)
             for s in SPREAD_SEEDS if m != UNTRAINED else ():
-                path = record_path(work, n, protocol.hash, m, s, "final", overrides)
+                path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
                 stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
                 tasks.append(Task(n, protocol, m, (s,), LEADERBOARD_HPARAMS.get(m), stale))
             if m == UNTRAINED:
@@ -131,10 +131,13 @@ def update_leaderboard(
             for m, entry in spreads.items()
         }
         if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
-            shutil.rmtree(lb_dir / n, ignore_errors=True)
+            for folder in {n, protocol.name}:  # before derived names, the folder was n
+                shutil.rmtree(lb_dir / folder, ignore_errors=True)
         for m in chosen[n]:
             r = records[n, m][SEED]
-            path = record_path(lb_dir, n, protocol.hash, r.method, SEED, "final", r.overrides)
+            path = record_path(
+                lb_dir, protocol.name, protocol.hash, r.method, SEED, "final", r.overrides
+            )
             save_record(r, path)
         protocols_out[n] = ProtocolTolerances(
             hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads

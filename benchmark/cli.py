@@ -132,7 +132,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     root = Path(args.results_dir)
     if not root.is_dir():
         raise DmlbenchError(f"{root}: no results folder (run `dmlbench run` first)")
-    records, problems = load_records(root)
+    # The committed leaderboard (results/leaderboard) is its own board: mixed into a user's
+    # results it would count its seeds a second time. Read only when asked for.
+    skip = () if args.include_leaderboard else ("leaderboard",)
+    records, problems = load_records(root, skip=skip)
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
     if args.protocol:
@@ -295,6 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--reports-dir", default="reports", help="output folder (default: reports)")
     report.add_argument("--protocol", default=None, help="only this protocol name")
+    report.add_argument(
+        "--include-leaderboard",
+        action="store_true",
+        help="also read RESULTS_DIR/leaderboard (the committed board; by default left out so "
+        "that its seeds are not counted beside yours; `--results-dir results/leaderboard` "
+        "reports it alone)",
+    )
     report.set_defaults(func=cmd_report)
 
     lst = sub.add_parser(

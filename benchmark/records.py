@@ -200,11 +200,12 @@ def upgrade(data: Any) -> dict[str, Any]:
     return data
 
 
-def load_records(root: Path) -> tuple[list[Record], list[str]]:
-    """Every record under ``root``, and one line per file that could not be read."""
+def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], list[str]]:
+    """Every record under ``root`` (but its sub-folders named in ``skip``), and one line per
+    file that could not be read."""
     records, problems = [], []
     for path in sorted(root.rglob("*.json")):
-        if "published" in path.parts:
+        if "published" in path.parts or path.relative_to(root).parts[0] in skip:
             continue
         try:
             records.append(load_record(path))

@@ -25,6 +25,7 @@ Hashes with search-trial records only (no ``final`` record) get no report.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import defaultdict
@@ -34,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dmlbench.errors import DmlbenchError
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.bars import save_bars
 from dmlbench.report.budget import format_budget, tuning_budget
@@ -81,6 +83,8 @@ def build_reports(
     gets its own files. The ranking uses the runs without overrides (all runs, labelled as smoke
     tests, when there are none).
     """
+    records = unique_records(records)
+    check_one_data_copy(records)
     groups: dict[tuple[str, bool], list[Record]] = defaultdict(list)
     for r in records:
         groups[(r.protocol.hash, bool(r.overrides))].append(r)
@@ -126,6 +130,55 @@ def build_reports(
     return written
 
 
+def unique_records(records: Iterable[Record]) -> list[Record]:
+    """Each final run (protocol hash, method, seed, overrides) once.
+
+    Two copies of one run (a results folder copied into another, the committed leaderboard
+    read beside a user's re-run) would enter the mean and the t-interval as two seeds. The
+    first copy is kept and the collapse is reported.
+    """
+    seen: dict[tuple[str, ...], Record] = {}
+    out = []
+    for r in records:
+        if r.stage != "final":  # trials are counted by the budget table, by trial number
+            out.append(r)
+            continue
+        key = (
+            r.protocol.hash, r.method, str(r.seed), r.stage,
+            json.dumps(r.overrides, sort_keys=True, default=str),
+        )  # fmt: skip
+        if key in seen:
+            log.warning(
+                "%s: %s seed %s (%s) appears twice; counted once",
+                r.protocol.name, r.method, r.seed, r.stage,
+            )  # fmt: skip
+            continue
+        seen[key] = r
+        out.append(r)
+    return out
+
+
+def check_one_data_copy(records: Iterable[Record]) -> None:
+    """Refuse a protocol hash whose records were computed on different data.
+
+    ``data.root`` is not part of the protocol hash (it is machine-specific), so two copies of
+    a data set (one damaged or re-packed) give the same hash; the data fingerprint in every
+    record tells them apart, and one table must never average over both.
+    """
+    prints: dict[str, set[str]] = defaultdict(set)
+    names: dict[str, str] = {}
+    for r in records:
+        prints[r.protocol.hash].add(r.data_fingerprint)
+        names[r.protocol.hash] = r.protocol.name
+    for h, fps in prints.items():
+        if len(fps) > 1:
+            shown = ", ".join(sorted(f[:12] for f in fps))
+            raise DmlbenchError(
+                f"{names[h]} ({h[:12]}): records computed on different data (fingerprints "
+                f"{shown}); report them from separate results folders"
+            )
+
+
 def _one_group(
     records: list[Record],
     overridden: bool,
@@ -154,11 +207,16 @@ def _one_group(
 
     s = None if overridden else setting_for(ref.name)
     setting = f"{s.dataset}, {s.backbone}, {s.embedding_size}-d" if s else None
+    # (the other settings are compared per published number and marked where they differ)
     entries = [] if overridden else published
     comparison = display_comparison(reported_vs_reproduced(entries, ref.name, table))
+    footnotes = comparison.attrs.get("footnotes", [])
     if len(comparison):
         written += _write_table(
-            out_dir / f"{stem}-published", f"{title}: reported vs reproduced", comparison
+            out_dir / f"{stem}-published",
+            f"{title}: reported vs reproduced",
+            comparison,
+            footnotes,
         )
     budget = format_budget(tuning_budget(records))
     written += _write_table(out_dir / f"{stem}-budget", f"{title}: tuning budget", budget)
@@ -179,27 +237,44 @@ def _one_group(
         budget=budget,
         confidence=confidence,
         ranking=ranking,
-        notes=[OVERRIDE_NOTE] if overridden else [],
+        notes=([OVERRIDE_NOTE] if overridden else []) + footnotes,
         no_comparison_reason="Not compared: runs with overrides." if overridden else None,
         ranking_note=ranking_note,
     )
     return written, page
 
 
-def _write_table(stem: Path, title: str, formatted: pd.DataFrame) -> list[Path]:
+def _write_table(
+    stem: Path, title: str, formatted: pd.DataFrame, footnotes: list[str] | None = None
+) -> list[Path]:
     md, csv = stem.with_suffix(".md"), stem.with_suffix(".csv")
-    atomic_write_text(md, f"## {title}\n\n{render_markdown(formatted)}\n")
+    notes = "".join(f"\n{n}\n" for n in footnotes or [])
+    atomic_write_text(md, f"## {title}\n\n{render_markdown(formatted)}\n{notes}")
     atomic_write_text(csv, formatted.to_csv())
     return [md, csv]
 
 
 def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
-    """Strings for the reported-vs-reproduced table, indexed by method."""
+    """Strings for the reported-vs-reproduced table, indexed by method.
+
+    A published value whose recorded settings differ from ours (normalisation, image size,
+    batch size, pretraining) carries a mark ``†N``; footnote N, in ``.attrs["footnotes"]``,
+    names each difference, so no pair of unlike runs reads as like with like.
+    """
+    notes: list[str] = []
+    marks = []
+    for differs in comp.get("settings_differ", pd.Series([""] * len(comp))):
+        if not differs:
+            marks.append("")
+            continue
+        if differs not in notes:
+            notes.append(differs)
+        marks.append(f" †{notes.index(differs) + 1}")
     pairs = zip(comp["ours"], comp["ours_std"], strict=True)
     out = pd.DataFrame(
         {
             "metric": comp["metric"],
-            "published": [f"{v:g}" for v in comp["published"]],
+            "published": [f"{v:g}{m}" for v, m in zip(comp["published"], marks, strict=True)],
             "ours": [f"{m:.1f} ± {s:.1f}" for m, s in pairs],
             "difference": [f"{d:+.1f}" for d in comp["difference"]],
             "kind": comp["kind"],
@@ -207,6 +282,7 @@ def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
         }
     )
     out.index = pd.Index(comp["method"], name="method")
+    out.attrs["footnotes"] = [f"†{i}: settings differ: {n}." for i, n in enumerate(notes, 1)]
     return out
 
 

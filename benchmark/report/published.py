@@ -1,19 +1,19 @@
 """Published numbers as data: schema, loader, matcher and the reported-vs-reproduced table.
 
-``<results-dir>/published/*.yaml`` hold the numbers the seed papers print (Fehervari et al. 2019
-Tables 1-4, the multi-similarity paper's Tables 1-3, Kim et al. 2019), one entry per (data set,
+``<results-dir>/published/*.yaml`` hold published numbers (Fehervari et al. 2019 Tables 1-4, the
+multi-similarity paper's Tables 1-3, Kim et al. 2019, Kim et al. 2020), one entry per (data set,
 method, kind, source, setting) with the metric values in %, as printed. ``kind`` says who
 obtained a number: ``reported`` by the method's original paper, or ``reproduced`` by someone
 else (the ``source`` names who and where).
 
-When is a published number comparable with ours? When the data set and the setting agree. A
-protocol declares its comparable setting in :data:`PUBLISHED_SETTINGS`, keyed by protocol *name*
-(records carry the name, not the protocol file): ``cub200`` is CUB-200-2011 with BN-Inception
-and a 64-d embedding, ``cub200-ms512`` the same data with a 512-d embedding, and so on. A
-protocol missing from the mapping (glyphs, poses, a user's own file) has no published
-counterpart. Deliberately, only data set, backbone and embedding size are compared: image size,
-batch size and schedule differ between papers even at the same backbone, and are shown (not
-matched) so a reader can judge the gap.
+When is a published number comparable with ours? Numbers are paired by data set, method,
+backbone and embedding size: the shipped protocols in :data:`PUBLISHED_PROTOCOLS` (and those
+derived from them by budget only, ``cub200@defaults``) have published counterparts, and their
+setting is read from the protocol itself (records carry the protocol name). Every other setting
+both sides record — normalisation, training image size, batch size, pretraining — is compared
+for each published number, and a difference is never paired silently: the report marks the
+published value (``†N``) and a footnote names each difference (:func:`differences`). Other
+protocols (glyphs, poses, a user's own file, a sweep) have no published counterpart.
 """
 
 from __future__ import annotations
@@ -29,11 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from dmlbench.errors import DmlbenchError
 
-MethodName = Literal[
-    "triplet-semihard", "lifted", "npairs", "angular", "structured-clustering", "margin",
-    "prototypical", "proxy-triplet", "proxy-nca", "proxy-softmax", "ranked-list", "dreml",
-    "multi-similarity", "binomial", "contrastive", "log-ratio", "triplet-dense", "triplet-binary",
-]  # fmt: skip
 METRIC_KEY = re.compile(r"^(recall@\d+|ndcg@\d+|mld@\d+|nmi|map@r|r_precision)$")
 NOT_PERCENT = ("mld@",)  # label distances: ours are not scaled by 100
 
@@ -43,7 +38,7 @@ class PublishedEntry(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dataset: str
-    method: MethodName
+    method: str = Field(min_length=1, description="a registered method name")
     kind: Literal["reported", "reproduced"]
     source: str = Field(min_length=1)
     backbone: str
@@ -51,8 +46,19 @@ class PublishedEntry(BaseModel):
     image_size: int | None = None
     batch_size: int | None = None
     normalized: bool | None = None
+    pretrained: str | None = None
     note: str | None = None
     values: dict[str, float | None] = Field(min_length=1)
+
+    @field_validator("method")
+    @classmethod
+    def _registered(cls, method: str) -> str:
+        from dmlbench.methods import METHODS
+        from dmlbench.registry import did_you_mean
+
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}{did_you_mean(method, METHODS.list())}")
+        return method
 
     @field_validator("values")
     @classmethod
@@ -73,28 +79,30 @@ class PublishedFile(BaseModel):
 
 
 class ComparableSetting(BaseModel):
+    """The settings of a protocol that a published number records too."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     dataset: str
     backbone: str
     embedding_size: int
+    normalized: bool | None = None
+    image_size: int | None = None
+    batch_size: int | None = None
+    pretrained: str | None = None
 
 
-def _s(dataset: str, backbone: str, embedding_size: int) -> ComparableSetting:
-    return ComparableSetting(dataset=dataset, backbone=backbone, embedding_size=embedding_size)
+#: Shipped protocols with published counterparts (their numbers are paired by data set, method,
+#: backbone and embedding size; every other recorded setting is compared and marked).
+PUBLISHED_PROTOCOLS = (
+    "cub200", "cars196", "sop", "inshop",
+    "cub200-ms512", "cars196-ms512", "sop-ms512", "inshop-ms512", "mpii-pose",
+)  # fmt: skip
+#: Derived names that keep every setting of their base protocol (the budget only).
+_SAME_SETTING = re.compile(r"@(defaults|trials=\d+)$")
 
 
-#: protocol name -> the published setting its numbers are comparable with.
-PUBLISHED_SETTINGS: dict[str, ComparableSetting] = {
-    "cub200": _s("cub200", "bn-inception", 64),
-    "cars196": _s("cars196", "bn-inception", 64),
-    "sop": _s("sop", "bn-inception", 64),
-    "inshop": _s("inshop", "bn-inception", 64),
-    "cub200-ms512": _s("cub200", "bn-inception", 512),
-    "cars196-ms512": _s("cars196", "bn-inception", 512),
-    "sop-ms512": _s("sop", "bn-inception", 512),
-    "inshop-ms512": _s("inshop", "bn-inception", 512),
-    "mpii-pose": _s("mpii-pose", "resnet34", 128),
-}
+def _backbone(name: str) -> str:
+    return name.split(":", 1)[-1]  # torchvision:resnet34 is the papers' resnet34
 
 
 def load_published_file(path: Path) -> PublishedFile:
@@ -123,7 +131,23 @@ def load_published(directory: Path | None) -> list[PublishedEntry]:
 
 
 def setting_for(protocol_name: str) -> ComparableSetting | None:
-    return PUBLISHED_SETTINGS.get(protocol_name)
+    """The comparable setting of a shipped protocol (or of one derived from it by budget)."""
+    from dmlbench.protocol import load_protocol
+
+    base = _SAME_SETTING.sub("", protocol_name)
+    if base not in PUBLISHED_PROTOCOLS:
+        return None
+    p = load_protocol(base)
+    crop = p.images.train.random_crop or p.images.train.random_resized_crop
+    return ComparableSetting(
+        dataset=p.data.dataset,
+        backbone=_backbone(p.model.backbone),
+        embedding_size=p.model.embedding_size,
+        normalized=p.model.normalize,
+        image_size=crop or p.images.test.center_crop,
+        batch_size=p.batch.size,
+        pretrained=p.model.pretrained,
+    )
 
 
 def matching(entries: list[PublishedEntry], protocol_name: str) -> list[PublishedEntry]:
@@ -134,8 +158,27 @@ def matching(entries: list[PublishedEntry], protocol_name: str) -> list[Publishe
     return [
         e
         for e in entries
-        if (e.dataset, e.backbone, e.embedding_size) == (s.dataset, s.backbone, s.embedding_size)
+        if (e.dataset, _backbone(e.backbone), e.embedding_size)
+        == (s.dataset, s.backbone, s.embedding_size)
     ]
+
+
+def differences(entry: PublishedEntry, ours: ComparableSetting) -> list[str]:
+    """Each setting both sides record and that differs, in words (empty: like with like)."""
+    out = []
+    if None not in (entry.normalized, ours.normalized) and entry.normalized != ours.normalized:
+        word = {True: "L2-normalised", False: "not normalised"}
+        out.append(
+            f"normalisation: ours {word[bool(ours.normalized)]}, published "
+            f"{word[bool(entry.normalized)]}"
+        )
+    for key, label in (("image_size", "image size"), ("batch_size", "batch size")):
+        a, b = getattr(ours, key), getattr(entry, key)
+        if None not in (a, b) and a != b:
+            out.append(f"{label}: ours {a}, published {b}")
+    if entry.pretrained is not None and entry.pretrained != ours.pretrained:
+        out.append(f"pretraining: ours {ours.pretrained or 'none'}, published {entry.pretrained}")
+    return out
 
 
 def reported_vs_reproduced(
@@ -147,14 +190,17 @@ def reported_vs_reproduced(
     fractions). One row per (method, published entry, metric) where both sides have a number;
     empty when nothing matches.
     """
-    rows: dict[tuple[str, str, str, float], dict[str, object]] = {}
+    rows: dict[tuple[str, str, str, float, str], dict[str, object]] = {}
+    setting = setting_for(protocol_name)
     for e in matching(entries, protocol_name):
+        assert setting is not None  # matching() found entries for it
+        differs = "; ".join(differences(e, setting))
         if e.method not in table.index:
             continue
         for metric, value in e.values.items():
             if value is None or metric not in table.columns or np.isnan(table.at[e.method, metric]):
                 continue
-            key = (e.method, metric, e.kind, value)
+            key = (e.method, metric, e.kind, value, differs)
             if key in rows:  # the same number quoted by two papers: one row, both sources
                 rows[key]["source"] = f"{rows[key]['source']}; {e.source}"
                 continue
@@ -169,8 +215,12 @@ def reported_vs_reproduced(
                 "ours": ours,
                 "ours_std": float(table.at[e.method, f"{metric}_std"]) * scale,
                 "difference": ours - value,
+                "settings_differ": differs,
             }
-    columns = ["method", "metric", "kind", "source", "published", "ours", "ours_std", "difference"]
+    columns = [
+        "method", "metric", "kind", "source", "published", "ours", "ours_std", "difference",
+        "settings_differ",
+    ]  # fmt: skip
     out = pd.DataFrame(list(rows.values()), columns=columns)
     order = {m: i for i, m in enumerate(table.index)}
     cols = {c: i for i, c in enumerate(table.columns)}

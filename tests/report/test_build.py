@@ -123,3 +123,47 @@ def test_search_trials_only_give_no_report_but_count_in_budget(tmp_path: Path) -
     budget = (tmp_path / "q-ffffffffffff-budget.csv").read_text().splitlines()
     assert budget[0].split(",")[:5] == ["method", "trials", "finals", "seeds", "epochs"]
     assert budget[1].split(",")[:5] == ["npairs", "3", "1", "1", "11"]
+
+
+def test_one_protocol_hash_on_two_copies_of_the_data_is_refused(tmp_path: Path) -> None:
+    from dmlbench.errors import DmlbenchError
+
+    a, b = rec("npairs", 0), rec("npairs", 1)
+    b = b.model_copy(update={"data_fingerprint": "0123456789abcdef-damaged"})
+    with pytest.raises(DmlbenchError, match=r"different data \(fingerprints 0123456789ab, f\)"):
+        build_reports([a, b], tmp_path)
+
+
+def test_a_run_present_twice_is_counted_once(tmp_path: Path, caplog: Any) -> None:
+    """The README tour's seed 0 beside the committed seed 0 must not become two seeds."""
+    from dmlbench.report.build import unique_records
+
+    records = [rec("npairs", 0, m={"recall@1": 0.5}), rec("npairs", 0, m={"recall@1": 0.5})]
+    records.append(rec("npairs", 1, m={"recall@1": 0.7}))
+    kept = unique_records(records)
+    assert [r.seed for r in kept] == [0, 1]
+    assert "appears twice" in caplog.text
+    assert len(unique_records([rec("npairs", 0, stage="search-trial")] * 2)) == 2  # trials kept
+
+
+def test_report_leaves_the_committed_leaderboard_out_unless_asked(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from dmlbench.records import record_path, save_record
+
+    results = tmp_path / "results"
+    mine, board = rec("npairs", 0, m={"recall@1": 0.5}), rec("npairs", 1, m={"recall@1": 0.9})
+    save_record(mine, record_path(results, "p", mine.protocol.hash, "npairs", 0))
+    save_record(board, record_path(results / "leaderboard", "p", board.protocol.hash, "npairs", 1))
+
+    def report(*extra: str) -> str:
+        out = tmp_path / "reports"
+        cmd = [sys.executable, "-m", "dmlbench", "report", "--results-dir", str(results)]
+        subprocess.run([*cmd, "--reports-dir", str(out), *extra], check=True, capture_output=True)
+        return (out / f"p-{'a' * 12}.md").read_text()
+
+    alone = report()
+    assert "**50.0**" in alone and "90.0" not in alone
+    both = report("--include-leaderboard")
+    assert "70.0 ± 28.3" in both  # the board's seed too: the user asked for it
