@@ -439,7 +439,7 @@ def pnp(x: Tensor, y: Tensor, h: dict[str, object], include_query: bool = True) 
         per_pos = []
         for i in pool:
             s_qi = z[q] @ z[i]
-            r = sum((torch.sigmoid((z[q] @ z[j] - s_qi) / tau) for j in neg), x.new_zeros(()))
+            r = sum((torch.sigmoid((z[q] @ z[j] - s_qi) / tau) for j in neg), s_qi * 0.0)
             per_pos.append(pnp_rank_modulation(r, variant, b, alpha))
         terms.append(torch.stack(per_pos).mean())
     if not terms:
@@ -484,17 +484,26 @@ def snr_contrastive(
     return total
 
 
-def dynamic_soft_margin(x: Tensor, y: Tensor, min_val: float, num_bins: int) -> Tensor:
+def dynamic_soft_margin(
+    x: Tensor,
+    y: Tensor,
+    min_val: float,
+    num_bins: int,
+    running: list[float] | None = None,
+    momentum: float = 1.0,
+) -> tuple[Tensor, list[float]]:
     """Zhang & Rusinkiewicz, ICCV 2019, §3 (CDF-based dynamic soft margin), as the entry
-    implements it on one batch with a fresh running histogram.
+    implements it; returns the loss and the updated running histogram.
 
     Per triplet (a, p, n) of the batch (every one): d = ‖z_a − z_p‖ − ‖z_a − z_n‖ on normalised
-    embeddings. The d's form a histogram of ``num_bins`` nodes min_val + kΔ, Δ = 2|min_val| /
-    num_bins (each d split between its two nodes by linear interpolation, normalised to 1: the
-    first batch's momentum is 1). The loss is the mean of Φ(d)·d, Φ the histogram's cumulative
-    sum at d's lower node, held constant: its gradient w.r.t. d is the empirical CDF, the paper's
-    dynamic soft margin (the paper defines the loss by that derivative; Φ(d)·d is the entry's
-    value, not the integral of Φ).
+    embeddings. The running histogram has ``num_bins`` nodes min_val + kΔ, Δ = 2|min_val| /
+    num_bins: it becomes (1 − μ) × ``running`` + μ × the batch's d's, each d split between its
+    two nodes by linear interpolation, then is normalised to 1 (μ = 1 on the first batch,
+    ``running=None``). The loss is the mean of Φ(d)·d with Φ the updated histogram's cumulative
+    sum at d's lower node, held constant: its gradient w.r.t. d is the empirical CDF, the
+    paper's dynamic soft margin. The paper defines the loss through that derivative; Φ(d)·d is
+    the entry's value (not the integral of Φ), and the paper's triplets are each matching
+    pair's hardest in-batch negative (descriptor learning) where the entry takes every triplet.
     """
     z = F.normalize(x, dim=1)
     n = len(y)
@@ -507,17 +516,19 @@ def dynamic_soft_margin(x: Tensor, y: Tensor, min_val: float, num_bins: int) -> 
         if y[q] != y[a]
     ]
     if not ds:
-        return x.sum() * 0.0
+        return x.sum() * 0.0, list(running or [0.0] * num_bins)
     delta = 2 * abs(min_val) / num_bins
-    hist = [0.0] * num_bins
+    hist = [(1 - momentum) * v for v in running] if running else [0.0] * num_bins
+    mu = momentum if running else 1.0
     for d in ds:
         u = (float(d) - min_val) / delta
         k = math.floor(u)
-        hist[k] += 1 - (u - k)
-        hist[k + 1] += u - k
+        hist[k] += mu * (1 - (u - k))
+        hist[k + 1] += mu * (u - k)
     hist = [v / sum(hist) for v in hist]
     cdf = [sum(hist[: k + 1]) for k in range(num_bins)]
-    return torch.stack([cdf[math.floor((float(d) - min_val) / delta)] * d for d in ds]).mean()
+    weighted = [cdf[math.floor((float(d) - min_val) / delta)] * d for d in ds]
+    return torch.stack(weighted).mean(), hist
 
 
 def manifold(x: Tensor, y: Tensor, proxies: Tensor, h: dict[str, float]) -> Tensor:
@@ -553,7 +564,7 @@ def manifold(x: Tensor, y: Tensor, proxies: Tensor, h: dict[str, float]) -> Tens
             c = int(y[i])
             excess = [score(i, k) - score(i, c) + margin for k in range(len(proxies)) if k != c]
             terms.append(
-                torch.log(1 + sum((torch.exp(e) for e in excess if float(e) > 0), x.new_zeros(())))
+                torch.log(1 + sum((torch.exp(e) for e in excess if float(e) > 0), x.sum() * 0.0))
             )
         return torch.stack(terms).mean()
 
@@ -611,7 +622,7 @@ def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Ten
     if name == "snr-contrastive":
         return snr_contrastive(x, y, h["pos_margin"], h["neg_margin"])
     if name == "dynamic-soft-margin":
-        return dynamic_soft_margin(x, y, h["min_val"], int(h["num_bins"]))
+        return dynamic_soft_margin(x, y, h["min_val"], int(h["num_bins"]))[0]
     if name == "manifold":
         return manifold(x, y, inner.proxies, h)
     assert name == "cosface"
@@ -722,6 +733,123 @@ def test_library_smooth_ap_is_right_only_when_classes_equal_samples_per_class(
     lib = float(losses.SmoothAPLoss(temperature=0.01)(x, y))
     authors = float(smooth_ap(x, y, 0.01, include_query=True))
     assert (abs(lib - authors) < 1e-6) == (classes == per_class), (lib, authors)
+
+
+# ---- the references' edge cases, and where the library departs from the paper -----------------
+
+
+def _value_and_gradient(fn: Callable[[Tensor], Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
+    leaf = x.clone().requires_grad_(True)
+    value = fn(leaf)
+    (grad,) = torch.autograd.grad(value, leaf, allow_unused=True, materialize_grads=True)
+    return value.detach(), grad
+
+
+DEGENERATE = {
+    "no positive pair": torch.arange(12),
+    "no negative pair": torch.zeros(12, dtype=torch.long),
+}
+
+
+@pytest.mark.parametrize("batch", sorted(DEGENERATE))
+@pytest.mark.parametrize("name", ["fast-ap", "histogram", "pnp", "dynamic-soft-margin"])
+def test_degenerate_batches_match_the_reference(name: str, batch: str) -> None:
+    """Without a positive or without a negative pair these losses are 0 (FastAP: AP = 1 with no
+    negative; PNP: no negative ranks before a positive; histogram and DSM: no pair to compare)."""
+    loss = create_method(name, None, num_classes=C, embedding_size=DIM).build_loss().double()
+    x, y = reference_batch(0)[0], DEGENERATE[batch]
+    ours, ours_grad = _value_and_gradient(lambda v: loss(v, y), x)
+    ref, ref_grad = _value_and_gradient(lambda v: reference_for(name, loss, v, y), x)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(ours_grad, ref_grad, rtol=1e-5, atol=1e-8)
+    assert float(ref) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_library_histogram_drops_negative_pairs_between_samples_without_a_positive() -> None:
+    """Ustinova & Lempitsky's S⁻ is every negative pair of the batch; pytorch-metric-learning
+    builds its pairs from (anchor, positive, negative) triplets, so a negative pair of two
+    samples that both lack a positive is left out (P×K batches, K ≥ 2, have none)."""
+    x = reference_batch(0)[0][:8]
+    y = torch.tensor([0, 0, 0, 1, 1, 2, 3, 4])  # 2, 3, 4: singletons
+    lib = create_method("histogram", None, num_classes=C, embedding_size=DIM).build_loss()
+    ours = lib(x, y)
+    torch.testing.assert_close(
+        ours, histogram_loss(x, y, 100, pairs_from_triplets=True), rtol=1e-5, atol=1e-8
+    )
+    assert abs(float(ours) - float(histogram_loss(x, y, 100))) > 1e-3
+
+
+def test_library_pnp_counts_the_query_among_its_positives() -> None:
+    """Li et al.'s P_q excludes the query; the library also averages over the query itself
+    (R⁻ of s_qq = 1, near 0), so each query's mean has one term more."""
+    x, y = reference_batch(0)
+    h = METHODS.get("pnp").defaults
+    ours = create_method("pnp", None, num_classes=C, embedding_size=DIM).build_loss()(x, y)
+    paper = pnp(x, y, h, include_query=False)
+    torch.testing.assert_close(ours, pnp(x, y, h, include_query=True))
+    assert float(ours) < float(paper) - 0.1
+
+
+@pytest.mark.parametrize("variant", ["Ds", "Dq", "Iu", "Ib"])
+def test_pnp_variants_match_the_reference(variant: str) -> None:
+    """The variants the search samples: each D(R⁻) of Li et al., AAAI 2022, §3.3."""
+    h = {**METHODS.get("pnp").defaults, "variant": variant}
+    loss = create_method("pnp", h, num_classes=C, embedding_size=DIM).build_loss()
+    x, y = reference_batch(1)
+    ours, ours_grad = _value_and_gradient(lambda v: loss(v, y), x)
+    ref, ref_grad = _value_and_gradient(lambda v: pnp(v, y, h, include_query=True), x)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(ours_grad, ref_grad, rtol=1e-5, atol=1e-8)
+
+
+def test_library_snr_contrastive_is_not_the_papers_average() -> None:
+    """Yuan et al. average the contrastive terms over all pairs, on the raw features; the
+    library normalises the embeddings first and averages the non-zero positive and the non-zero
+    negative terms separately (then adds the two means)."""
+    x, y = reference_batch(0)
+    ours = create_method("snr-contrastive", None, C, DIM).build_loss()(x, y)
+    torch.testing.assert_close(ours, snr_contrastive(x, y, 0.0, 1.0))
+    assert abs(float(ours) - float(snr_contrastive(x, y, 0.0, 1.0, paper=True))) > 0.1
+
+
+def test_library_p2sgrad_weight_gradient_is_not_tangential() -> None:
+    """Eq. 11 differentiates cos θ_ij = <x̂_i, Ŵ_j>, which is tangent to W_j's sphere; the
+    library renormalises W in ``.data`` and uses it unnormalised in the graph, so its gradient
+    w.r.t. W_j is Σ_i (cos θ_ij − 1(j = y_i)) x̂_i · 2/(NC), with a radial part along W_j."""
+    loss = create_method("p2sgrad", None, num_classes=C, embedding_size=DIM).build_loss().double()
+    x, y = reference_batch(0)
+    (w,) = _params(loss)
+    (ours,) = torch.autograd.grad(loss(x, y), [w])
+    (ref,) = torch.autograd.grad(p2sgrad(x, y, w), [w])
+    torch.testing.assert_close(tangential(ours, w), ref)
+    radial = (F.normalize(w.detach(), dim=0) * ours).sum(0)
+    assert float(radial.abs().max()) > 1e-3
+
+
+def test_dynamic_soft_margin_running_histogram_matches_the_reference() -> None:
+    """Two batches: the second's weights come from (1 − μ) × the first's histogram + μ × its own."""
+    loss = create_method("dynamic-soft-margin", None, C, DIM).build_loss().double()
+    h = METHODS.get("dynamic-soft-margin").defaults
+    (x0, y), (x1, _) = reference_batch(0), reference_batch(1)
+    loss(x0, y)
+    _, running = dynamic_soft_margin(x0, y, h["min_val"], int(h["num_bins"]))
+    ours, ours_grad = _value_and_gradient(lambda v: loss(v, y), x1)
+
+    def ref_fn(v: Tensor) -> Tensor:
+        return dynamic_soft_margin(v, y, h["min_val"], 10, running, h["momentum"])[0]
+
+    ref, ref_grad = _value_and_gradient(ref_fn, x1)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(ours_grad, ref_grad, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="library bin index out of range")
+def test_dynamic_soft_margin_accepts_a_triplet_violated_by_more_than_1_6() -> None:
+    """d = d_ap − d_an ∈ [1.6, 2) falls in the last bin, whose upper node (index ``num_bins``)
+    the library's histogram does not have: ``update_histogram`` indexes past its end."""
+    loss = create_method("dynamic-soft-margin", None, C, 2).build_loss().double()
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.01], [0.99, 0.05]], dtype=torch.float64)
+    assert torch.isfinite(loss(x, torch.tensor([0, 0, 1])))
 
 
 # ---- every entry: decrease on a fixed batch, two finite training steps ------------------------
