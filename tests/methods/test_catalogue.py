@@ -5,8 +5,20 @@ One module, parametrised by method name, so the catalogue's checks are in one pl
 * ``test_matches_reference_value_and_gradient``: Circle, ProxyAnchor, SoftTriple, SupCon,
   NT-Xent, NCA, Tuplet Margin (+ intra-pair variance), generalized lifted structure,
   Threshold-Consistent Margin, Smooth-AP,
-  ArcFace, Sub-center ArcFace, CosFace, SphereFace and L-Softmax against per-sample loops written from the papers' equations (float64,
-  value and gradient w.r.t. embeddings and the loss's own parameters);
+  ArcFace, Sub-center ArcFace, CosFace, SphereFace, L-Softmax, FastAP, histogram loss, PNP,
+  SNR contrastive, dynamic soft margin, Manifold and P2SGrad against per-sample loops written
+  from the papers' equations (float64, value and gradient w.r.t. embeddings and the loss's own
+  parameters), plus degenerate batches where a loss defines one;
+* where pytorch-metric-learning departs from a paper, the reference takes a flag reproducing
+  the library's convention and a ``test_library_*`` test shows the paper's form differs:
+  SoftTriple (no centre regulariser), Smooth-AP (batch grouped the wrong way round), histogram
+  loss (negative pairs taken from triplets: pairs of two samples without a positive dropped),
+  PNP (the query counted among its own positives), SNR contrastive (normalised embeddings; the
+  non-zero positive and negative terms averaged separately, not all pairs together; no
+  zero-mean regulariser), P2SGrad (W renormalised outside the graph: its W gradient has a
+  radial part, so only the tangential part is compared; the value is eq. 11's potential
+  divided by N·C/2), dynamic soft margin (every triplet, Φ(d)·d as value; the library's
+  histogram also fails on d ≥ 1.6, an ``xfail``);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
   checks the loss and not the backbone;
@@ -315,7 +327,7 @@ def large_margin(x: Tensor, y: Tensor, w: Tensor, m: int, s: float, weight_norms
 
 
 def fast_ap(x: Tensor, y: Tensor, num_bins: int) -> Tensor:
-    """Cakir et al., CVPR 2019, FastAP (§3, the histogram form of AP with soft binning).
+    """Cakir et al., CVPR 2019, FastAP: the histogram form of AP, with soft binning.
 
     Squared Euclidean distances of normalised embeddings lie in [0, 4], cut into L bins whose
     L + 1 centres are z_l = l·Δ, Δ = 4/L; a distance d counts in bin l with the triangular
@@ -352,7 +364,7 @@ def fast_ap(x: Tensor, y: Tensor, num_bins: int) -> Tensor:
 
 
 def histogram_loss(x: Tensor, y: Tensor, n_bins: int, pairs_from_triplets: bool = False) -> Tensor:
-    """Ustinova & Lempitsky, NeurIPS 2016, §2 (eq. 1-4): cosine similarities of the batch's
+    """Ustinova & Lempitsky, NeurIPS 2016, the histogram loss: cosine similarities of the batch's
     positive pairs S⁺ and negative pairs S⁻ (unordered, i < j) are spread over R = n_bins + 1
     nodes t_r = −1 + rΔ, Δ = 2/n_bins, by linear interpolation between the two nearest nodes
     (δ_{i,j,r} = 1 − |s_ij − t_r|/Δ when positive); h_r = Σ δ_{i,j,r} / |S|; the loss is
@@ -403,8 +415,8 @@ def p2sgrad(x: Tensor, y: Tensor, w: Tensor) -> Tensor:
 
 
 def pnp_rank_modulation(r: Tensor, variant: str, b: float, alpha: float) -> Tensor:
-    """Li et al., AAAI 2022, §3.3: the loss of each positive as a function of R⁻ (the soft
-    count of negatives ranked before it): PNP-O R⁻, PNP-D_s log(1 + R⁻), PNP-D_q
+    """Li et al., AAAI 2022, the PNP variants: each positive's loss as a function of R⁻, the
+    soft count of negatives ranked before it: PNP-O R⁻, PNP-D_s log(1 + R⁻), PNP-D_q
     1/(1 + R⁻)^α (maximised: the loss is 1 − its mean), PNP-I_u (1 + R⁻) log(1 + R⁻), PNP-I_b
     (bR⁻ − log(1 + bR⁻))/b²."""
     if variant == "O":
@@ -532,9 +544,9 @@ def dynamic_soft_margin(
 
 
 def manifold(x: Tensor, y: Tensor, proxies: Tensor, h: dict[str, float]) -> Tensor:
-    """Aziere & Todorovic, CVPR 2019, §3, with one proxy per class and each sample assigned to
-    its class's proxy (the entry's adaptation; the paper's hard-proxy estimation and ensemble
-    are not part of the loss).
+    """Aziere & Todorovic, CVPR 2019, the manifold (random walk) loss, with one proxy per
+    class and each sample assigned to its class's proxy (the entry's adaptation; the paper's
+    hard-proxy estimation and ensemble are not part of the loss).
 
     Graph over the N samples and K proxies: w_uv = exp(max(cos(u, v), 0)/0.5) for u ≠ v, 0 on
     the diagonal; S̄ = D^{-1/2} W D^{-1/2}. The manifold similarities are the random walk's
@@ -792,7 +804,7 @@ def test_library_pnp_counts_the_query_among_its_positives() -> None:
 
 @pytest.mark.parametrize("variant", ["Ds", "Dq", "Iu", "Ib"])
 def test_pnp_variants_match_the_reference(variant: str) -> None:
-    """The variants the search samples: each D(R⁻) of Li et al., AAAI 2022, §3.3."""
+    """The variants the search samples: each D(R⁻) of Li et al., AAAI 2022."""
     h = {**METHODS.get("pnp").defaults, "variant": variant}
     loss = create_method("pnp", h, num_classes=C, embedding_size=DIM).build_loss()
     x, y = reference_batch(1)
