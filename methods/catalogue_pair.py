@@ -146,6 +146,15 @@ ENTRIES = [
         defaults={"pos_margin": 0.0, "neg_margin": 1.0},
         defaults_source=PML_DEFAULT.format(what="contrastive margins 0 and 1 on SNR distances"),
         space={"neg_margin": Float(0.2, 2.0), "samples_per_class": SPC},
+        docs=(
+            "SNR contrastive loss (Yuan et al., CVPR 2019; pytorch-metric-learning "
+            "SignalToNoiseRatioContrastiveLoss): contrastive loss on the SNR distance "
+            "var(h_j − h_i) / var(h_i). Differs from the paper: the distance is taken on "
+            "L2-normalised embeddings (the library's distance default), the positive and the "
+            "negative terms are each averaged over their non-zero terms and the two means added "
+            "(the paper averages all pairs together), and the paper's zero-mean regulariser on "
+            "the features is not included."
+        ),
     ),
     Entry(
         name="nca",
@@ -162,6 +171,14 @@ ENTRIES = [
         defaults={"n_bins": 100},
         defaults_source=PML_DEFAULT.format(what="100 bins, Δ = 0.02"),
         space={"samples_per_class": SPC},
+        docs=(
+            "Histogram loss (Ustinova & Lempitsky, NeurIPS 2016; pytorch-metric-learning "
+            "HistogramLoss): Σ_r h⁻_r Φ⁺_r over linearly interpolated histograms of cosine "
+            "similarities on n_bins + 1 nodes in [−1, 1]. Differs from the paper: the library "
+            "takes its pairs from (anchor, positive, negative) triplets, so a negative pair of "
+            "two samples that both lack a positive in the batch is dropped (none in P×K batches "
+            "with K ≥ 2); its bin nodes are computed in float32 (~5e-7 relative)."
+        ),
     ),
     Entry(
         name="threshold-consistent-margin",
@@ -192,6 +209,16 @@ ENTRIES = [
         + "; histogram updated from detached values (library bug fixed)",
         space={"momentum": Float(0.001, 0.1), "samples_per_class": SPC},
         loss_cls=DetachedHistogramDSM,
+        docs=(
+            "Dynamic soft margin (Zhang & Rusinkiewicz, ICCV 2019; pytorch-metric-learning "
+            "DynamicSoftMarginLoss, running histogram detached): d = d_ap − d_an for every "
+            "triplet of the batch, a running histogram of d (momentum) and the loss mean(Φ(d)·d) "
+            "with Φ the histogram's CDF at d's bin held constant, so ∂L/∂d is the CDF as in the "
+            "paper. The value Φ(d)·d and the use of every triplet (the paper: each matching "
+            "pair's hardest negative) are the library's. Known library bug, not fixed here: a "
+            "triplet with d ≥ 1.6 (min_val −2, 10 bins) indexes past the histogram's end and "
+            "raises (an xfail test records it)."
+        ),
     ),
 ]
 

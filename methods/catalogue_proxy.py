@@ -153,6 +153,15 @@ ENTRIES = [
         samples_per_class=4,
         build=_manifold,
         pml_kwargs=_manifold_kwargs,
+        docs=(
+            "Manifold loss (Aziere & Todorovic, CVPR 2019; pytorch-metric-learning "
+            "ManifoldLoss) adapted: one proxy per training class and each sample assigned to its "
+            "class's proxy (the library's meta-classes). Manifold similarities F = (1 − α)(I − "
+            "αS̄)^{-1} of the random walk over samples and proxies, intrinsic loss on F's "
+            "sample-to-proxy block and context loss on cosines of F's rows, each a log(1 + Σ e^x) "
+            "over the proxies that violate the margin. Compared with a loop that iterates the "
+            "random walk; the paper's hard-proxy estimation and ensemble are not implemented."
+        ),
     ),
     Entry(
         name="p2sgrad",
@@ -163,6 +172,14 @@ ENTRIES = [
         "targets, eq. 11); " + NO_MULT.format(what="the class weights"),
         space={"proxy_lr_mult": LR_SPACE, "samples_per_class": SPC},
         samples_per_class=2,
+        docs=(
+            "P2SGrad (Zhang et al., CVPR 2019; pytorch-metric-learning P2SGradLoss): the mean "
+            "over the N × C cosines of (cos θ_ij − 1(j = y_i))², whose gradient w.r.t. the "
+            "embeddings is 2/(N·C) × eq. 11. Differs from the paper for the class weights: the "
+            "library renormalises W outside the autograd graph, so its W gradient also has a "
+            "radial component along each W_j (eq. 11's ∇cos θ_ij is tangential); the tangential "
+            "parts agree."
+        ),
     ),
     Entry(
         name="arcface",

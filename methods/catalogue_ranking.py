@@ -68,6 +68,12 @@ ENTRIES = [
         defaults={"num_bins": 10},
         defaults_source="PML default (10 histogram bins); no learnable parameters",
         space={"num_bins": Choice((5, 10, 20, 40)), "samples_per_class": SPC},
+        docs=(
+            "FastAP (Cakir et al., CVPR 2019; pytorch-metric-learning FastAPLoss): 1 − the mean "
+            "over queries of Σ_l h_l⁺ H_l⁺ / H_l / N⁺ on squared distances of normalised "
+            "embeddings, soft-binned into num_bins + 1 triangular bins over [0, 4]. Matches a "
+            "loop from the paper (tests/methods/test_catalogue.py::fast_ap)."
+        ),
     ),
     Entry(
         name="smooth-ap",
@@ -94,6 +100,14 @@ ENTRIES = [
             "variant": Choice(("Ds", "Dq", "Iu", "Ib", "O")),
             "samples_per_class": SPC,
         },
+        docs=(
+            "PNP (Li et al., AAAI 2022; pytorch-metric-learning PNPLoss), variant O by default: "
+            "the mean over a query's positives of R⁻, the sigmoid-smoothed count of negatives "
+            "ranked before each. Differs from the paper: the library also counts the query as "
+            "one of its own positives (s_qq = 1, R⁻ ≈ 0), so each query's mean has one more, "
+            "near-zero term (the paper's P_q excludes the query). Compared with a loop that "
+            "reproduces this (tests/methods/test_catalogue.py::pnp, include_query=True)."
+        ),
     ),
 ]
 
