@@ -54,9 +54,10 @@ from dmlbench.records import Record, load_records
 
 LEADERBOARD: dict[str, str] = {"glyphs-mini": "glyphs-mini", "poses-mini": "poses-mini"}
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
-# The later losses a researcher asks about first (Proxy-Anchor, SoftTriple, Circle, SupCon,
-# ArcFace, Smooth-AP), beside the seed papers' methods.
-LEADERBOARD_CATALOGUE = ("proxy-anchor", "soft-triple", "circle", "supcon", "arcface", "smooth-ap")
+# Catalogue entries on the regression board, beside the seed papers' methods. None yet: each
+# glyphs-mini entry adds about a minute of a core to every CI run, and the check must stay
+# within CI's time budget; the catalogue's own tests guard those losses meanwhile.
+LEADERBOARD_CATALOGUE: tuple[str, ...] = ()
 SEED = 0
 SPREAD_SEEDS = (0, 1, 2)
 K = 3.0

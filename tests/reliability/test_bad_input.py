@@ -29,7 +29,9 @@ from dmlbench.protocol import builtin_dir
 from tests.data.fixtures import make_cub
 
 BANNER = re.compile(r"^protocol \S+ v\d+ \([0-9a-f]{12}\); methods: .*; budget: ")
-SMOKE = ["--backbone-override", "small-cnn", "--max-steps", "1", "--no-progress"]
+SMOKE = [
+    "--backbone-override", "small-cnn", "--pretrained", "none", "--max-steps", "1", "--no-progress",
+]  # fmt: skip
 
 
 def fixture_protocol(root: Path, **sections: str) -> str:
