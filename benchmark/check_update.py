@@ -40,6 +40,8 @@ from dmlbench.check_runs import THREADS, UNTRAINED, Task, run_tasks
 from dmlbench.errors import DmlbenchError
 from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
 
+COMMAND = "dmlbench check --update"
+
 
 def machine(jobs: int) -> dict[str, Any]:
     from dmlbench.records import cpu_name, git_commit, package_versions
@@ -138,7 +140,8 @@ def update_leaderboard(
             path = record_path(
                 lb_dir, protocol.name, protocol.hash, r.method, SEED, "final", r.overrides
             )
-            save_record(r, path)
+            # The committed record names the generator, not this machine's work folder.
+            save_record(r.model_copy(update={"command": COMMAND}), path)
         protocols_out[n] = ProtocolTolerances(
             hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
         )

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -213,6 +214,15 @@ def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], 
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             problems.append(f"{path}: damaged record skipped ({first})")
     return records, problems
+
+
+def command_line() -> str:
+    """The command that made a record, with the program by its name (``dmlbench run ...``),
+    not by the path of the interpreter or virtual environment it ran from."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    if program == "__main__.py":
+        program = "dmlbench"
+    return shlex.join([program, *sys.argv[1:]])
 
 
 def package_versions() -> dict[str, str]:

@@ -17,7 +17,6 @@ interrupted ``dmlbench run`` continues where it stopped; ``force=True`` recomput
 from __future__ import annotations
 
 import logging
-import shlex
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ from dmlbench.records import (
     ProtocolRef,
     Record,
     Timings,
+    command_line,
     environment,
     load_record,
     record_lock,
@@ -215,7 +215,7 @@ def run_one(
             steps=steps,
         ),
         env=environment(str(device)),
-        command=shlex.join(sys.argv),
+        command=command_line(),
     )
 
 

@@ -11,7 +11,6 @@ import logging
 import math
 import multiprocessing as mp
 import os
-import shlex
 import socket
 import sys
 import threading
@@ -273,7 +272,15 @@ def _write_trial_record(
     train_seconds: float,
     wall_seconds: float,
 ) -> None:
-    from dmlbench.records import ProtocolRef, Record, Timings, environment, record_path, save_record
+    from dmlbench.records import (
+        ProtocolRef,
+        Record,
+        Timings,
+        command_line,
+        environment,
+        record_path,
+        save_record,
+    )
 
     record = Record(
         protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
@@ -289,7 +296,7 @@ def _write_trial_record(
         search=search,
         timings=Timings(wall_seconds=wall_seconds, train_seconds=train_seconds, steps=steps),
         env=environment(run.device),
-        command=shlex.join(sys.argv),
+        command=command_line(),
     )
     path = record_path(
         run.results_dir, protocol.name, protocol.hash, method, record.seed,

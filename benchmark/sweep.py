@@ -6,7 +6,7 @@ into every record, so a derived protocol's numbers are never mixed with the base
 Records go where ``dmlbench run`` puts them; the command then writes one table per derived
 protocol and a plot of every metric against the swept value, one line per method
 (``reports/sweep-<protocol>-<key>.png`` and ``.svg``). Kim et al.'s Fig. 5 (performance versus
-embedding dimension, seed 001) is::
+embedding dimension, Kim et al. 2019) is::
 
     dmlbench sweep --protocol poses --over model.embedding_size=16,32,64,128 \\
         --method log-ratio,triplet-dense

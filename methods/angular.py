@@ -1,4 +1,4 @@
-"""Angular loss (Wang et al., ICCV 2017; seed 002 eq. 4–5), on N-pair batches.
+"""Angular loss (Wang et al., ICCV 2017; Fehervari et al. 2019 eq. 4–5), on N-pair batches.
 
 For an anchor a with positive p, every image n of another class enters one smooth max::
 
@@ -17,11 +17,11 @@ dropped, exact only on the unit sphere, and it makes the loss scale-invariant as
 intends. It is done here rather than left to the library because pytorch-metric-learning
 2.9 normalises the anchors and positives but not the negatives x_n (it multiplies by the raw
 ``ref_emb``), which on non-unit inputs is neither the paper's nor a scale-invariant loss.
-Wang et al. did not normalise the network's last layer (seed 002 Table 1) and Fehervari
+Wang et al. did not normalise the network's last layer (Fehervari et al. 2019 Table 1) and Fehervari
 et al.'s code applies eq. 5 to raw embeddings plus Sohn's L2 penalty; under
 ``normalize: true`` (glyphs-mini) the embeddings are unit vectors and all readings coincide.
 Wang et al. also combine the loss with N-pair (λ-weighted); that combination is not part of
-this method (Fehervari et al., seed 002 §4.2, found no gain from it).
+this method (Fehervari et al., Fehervari et al. 2019 §4.2, found no gain from it).
 
 α defaults to 45°, the default of Fehervari et al.'s released code (``train_angular.py``); it
 is the loss's one hyper-parameter and is searched over 30°–55°. Degenerate batches (no
@@ -53,7 +53,9 @@ class Angular(nn.Module):
 class AngularMethod(Method):
     paper = "Wang et al., Deep Metric Learning with Angular Loss, ICCV 2017"
     defaults: ClassVar[HParams] = {"alpha": 45.0}
-    defaults_source = "seed 002 eq. 4–5; α = 45° as in Fehervari et al.'s code (train_angular.py)"
+    defaults_source = (
+        "Fehervari et al. 2019 eq. 4–5; α = 45° as in Fehervari et al.'s code (train_angular.py)"
+    )
     samples_per_class = 2
 
     def build_loss(self) -> nn.Module:

@@ -1,4 +1,4 @@
-"""Binomial deviance loss (Yi et al., ICPR 2014), as seed 003 eq. 12 writes it.
+"""Binomial deviance loss (Yi et al., ICPR 2014), as Wang et al. preprint eq. 12 writes it.
 
 With cosine similarities s_ik of the L2-normalised embeddings, P_i the other images of x_i's
 class and N_i the images of other classes::
@@ -9,7 +9,7 @@ class and N_i the images of other classes::
 α and β are the sensitivities of positive and negative pairs to the soft threshold γ; each
 anchor's positive and negative terms are averaged separately (the 1/|P_i| and 1/|N_i| of
 eq. 12, which balance the few positives against the many negatives). This is the "Binomial"
-baseline of the multi-similarity paper's ablation (seed 003 Table 1): every pair of the
+baseline of the multi-similarity paper's ablation (Wang et al. preprint Table 1): every pair of the
 batch, no mining.
 
 Deliberate choices:
@@ -23,9 +23,9 @@ Deliberate choices:
 pytorch-metric-learning has no binomial deviance loss (its ``MultiSimilarityLoss`` is eq. 17,
 a log-sum-exp per anchor, not a per-pair softplus), so it is written here.
 
-Defaults α = 2, β = 50, γ = 0.5: seed 003 §6 sets "α = 2, β = 50 and γ = 0.5 in both
+Defaults α = 2, β = 50, γ = 0.5: Wang et al. preprint §6 sets "α = 2, β = 50 and γ = 0.5 in both
 Equation (13) and Equation (17)", eq. 13 being this loss's weight. Batches: K = 5 images per
-class, as seed 003 uses for CUB and Cars.
+class, as Wang et al.'s preprint uses for CUB and Cars.
 """
 
 from __future__ import annotations
@@ -60,10 +60,13 @@ class BinomialDevianceLoss(nn.Module):
 @register_method("binomial")
 class Binomial(Method):
     paper = (
-        "Yi et al., Deep Metric Learning for Person Re-identification, ICPR 2014 (seed 003 eq. 12)"
+        "Yi et al., Deep Metric Learning for Person Re-identification, ICPR 2014 "
+        "(Wang et al. preprint eq. 12)"
     )
     defaults: ClassVar[HParams] = {"alpha": 2.0, "beta": 50.0, "gamma": 0.5}
-    defaults_source = "seed 003 §6 (α = 2, β = 50, γ = 0.5 for eq. 13, the binomial weights; K = 5)"
+    defaults_source = (
+        "Wang et al. preprint §6 (α = 2, β = 50, γ = 0.5 for eq. 13, the binomial weights; K = 5)"
+    )
     samples_per_class = 5
 
     def build_loss(self) -> nn.Module:

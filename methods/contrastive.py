@@ -1,4 +1,4 @@
-"""Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006; seed 003 eq. 5).
+"""Contrastive loss (Hadsell, Chopra & LeCun, CVPR 2006; Wang et al.'s unified-view preprint eq. 5).
 
 Over every pair (i, j), i < j, of the batch with Euclidean distance D::
 

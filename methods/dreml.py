@@ -1,19 +1,19 @@
 """DREML: deep randomized ensembles for metric learning (Xuan, Souvenir & Pless, ECCV 2018;
-seed 002 §2.10 and §4.1).
+Fehervari et al. §2.10 and §4.1).
 
 L learners; learner l sees the training classes through a random grouping m_l: {0..C−1} →
 {0..D−1} into D meta-classes and is trained to separate meta-classes only. Each learner is a
 full embedding network (backbone + head, ``dmlbench.models.build_model``) with its own
 D-dimensional embedding, and the ensemble's embedding is the concatenation of the L learners'
-(size L·D). Following seed 002 §4.1 ("we used NCA loss", L = 12, D = 12, embedding 144), each
-learner's loss is Proxy-NCA over its D meta-classes (``methods/proxy_nca.py``: normalised,
-scaled proxies, negatives-only denominator); the loss is the mean over learners of the batch
-mean, so learners do not interact (their parameters are disjoint).
+(size L·D). Following Fehervari et al. §4.1 ("we used NCA loss", L = 12, D = 12, embedding
+144), each learner's loss is Proxy-NCA over its D meta-classes (``methods/proxy_nca.py``:
+normalised, scaled proxies, negatives-only denominator); the loss is the mean over learners of
+the batch mean, so learners do not interact (their parameters are disjoint).
 
 Choices:
-    * Per-learner embedding size = D (seed 002: 144 = 12 × 12; DREML's learners output D
-      dimensions). The protocol's ``embedding_size`` is therefore not used: DREML's
-      embedding is L·D wide, as in seed 002's comparison, and reports should say so.
+    * Per-learner embedding size = D (Fehervari et al.: 144 = 12 × 12; DREML's learners output
+      D dimensions). The protocol's ``embedding_size`` is therefore not used: DREML's
+      embedding is L·D wide, as in Fehervari et al.'s comparison, and reports should say so.
     * Grouping: for each learner a random permutation of the C classes, class at position i
       going to meta-class i mod D, so meta-classes differ in size by at most one class (the
       DREML code shuffles a balanced assignment the same way). It is drawn from torch's global

@@ -1,5 +1,5 @@
 """Log-ratio loss with dense triplet mining (Kim et al., "Deep Metric Learning Beyond Binary
-Supervision", CVPR 2019; seed 001 eq. 5 and eq. 10).
+Supervision", CVPR 2019; Kim et al. 2019 eq. 5 and eq. 10).
 
 For a minibatch B = [anchor a, its k label-nearest neighbours, random others] (the sampler of
 :class:`dmlbench.data.dense.DenseTripletSampler`; the anchor is row 0), every pair of

@@ -1,5 +1,5 @@
 """Margin loss with distance-weighted sampling (Wu et al., "Sampling Matters in Deep Embedding
-Learning", ICCV 2017; seed 002 §2.2).
+Learning", ICCV 2017; Fehervari et al. 2019 §2.2).
 
 Loss (Wu et al. §5): for a pair (i, j) with y_ij = +1 (same class) or −1 and Euclidean distance
 D_ij (not squared)::

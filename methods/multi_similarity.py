@@ -1,4 +1,4 @@
-"""Multi-similarity loss: VTHM mining + RAW weighting (seed 003, eq. 15–17; Wang et al. 2019).
+"""Multi-similarity loss: VTHM mining + RAW weighting (Wang et al., CVPR 2019; preprint eq. 15–17).
 
 Pairs are mined per anchor on cosine similarities S of L2-normalised embeddings (eq. 15–16):
 a negative is kept when ``S_an > min_p S_ap − ε``, a positive when ``S_ap < max_n S_an + ε``.
@@ -35,9 +35,9 @@ class MultiSimilarity(nn.Module):
 
 @register_method("multi-similarity")
 class MultiSimilarityMethod(Method):
-    paper = "Wang et al., Multi-Similarity Loss, CVPR 2019 (seed 003)"
+    paper = "Wang et al., Multi-Similarity Loss, CVPR 2019"
     defaults: HParams = {"alpha": 2.0, "beta": 50.0, "base": 0.5, "epsilon": 0.1}
-    defaults_source = "seed 003 §5 (α=2, β=50, λ=0.5, mining margin ε=0.1)"
+    defaults_source = "Wang et al. preprint §5 (α=2, β=50, λ=0.5, mining margin ε=0.1)"
     samples_per_class = 5
 
     def build_loss(self) -> nn.Module:

@@ -1,4 +1,4 @@
-"""Multi-class N-pair loss (Sohn, NeurIPS 2016), in the form of seed 002 eq. 3.
+"""Multi-class N-pair loss (Sohn, NeurIPS 2016), in the form of Fehervari et al. eq. 3.
 
 Batches hold N classes × 2 images (``samples_per_class = 2``). With inner products as
 similarities, every sample a of the batch is an anchor, p the other image of its class, and
@@ -18,11 +18,11 @@ Deliberate choices, all documented in the test:
 - When a class has more than two images in the batch (a protocol may override the sampler),
   every ordered same-class pair (a, p) is a term and the mean runs over those pairs; with
   N × 2 batches this is exactly 1/|B| Σ_a. Singleton classes are negatives only.
-- Eq. 3 (seed 002) uses *all* other-class images as negatives of every anchor. Sohn's own
+- Eq. 3 (Fehervari et al.) uses *all* other-class images as negatives of every anchor. Sohn's own
   N-pair-mc loss, pytorch-metric-learning's ``NPairsLoss``, TensorFlow's ``npairs_loss`` and
   Fehervari et al.'s code instead take one anchor per class and only the other classes'
   *positives* as negatives (N − 1 of them, not 2(N − 1)). That is why pytorch-metric-learning
-  is not used here: this module follows seed 002 eq. 3, the formulation the benchmark
+  is not used here: this module follows Fehervari et al. eq. 3, the formulation the benchmark
   reproduces.
 - No positive pair in the batch (all singletons): zero loss. One class only: each term is
   log(1 + 0) = 0, so only the regulariser remains.
@@ -66,7 +66,7 @@ class NPairs(Method):
     )
     defaults: ClassVar[HParams] = {"l2_reg": 0.002}
     defaults_source = (
-        "seed 002 eq. 3; N classes × 2 per batch (Sohn); l2_reg λ = 0.002 with the λ/4 "
+        "Fehervari et al. eq. 3; N classes × 2 per batch (Sohn); l2_reg λ = 0.002 with the λ/4 "
         "form of TensorFlow's npairs_loss (reg_lambda default), as in Fehervari et al.'s code"
     )
     samples_per_class = 2

@@ -1,4 +1,4 @@
-"""Prototypical networks loss (Snell et al., NeurIPS 2017; seed 002 eq. 13), on P×K batches.
+"""Prototypical networks loss (Snell et al., NeurIPS 2017; Fehervari et al. eq. 13), on P×K batches.
 
 Each class c of the batch is an episode class: its first ``n_support`` images (in batch
 order) are the support set S_c, the rest are queries. With prototypes μ_c = mean of S_c and
@@ -13,7 +13,7 @@ is) and deterministic given (seed, epoch). No custom batch sampler is needed.
 
 Deliberate choices:
 - d is the *squared* Euclidean distance, the one Snell et al. use (and Fehervari et al.'s
-  ``PrototypeLoss``); seed 002 eq. 13 writes a generic d.
+  ``PrototypeLoss``); Fehervari et al. eq. 13 writes a generic d.
 - No temperature or scale: eq. 13 has none. Under ``normalize: true`` d ≤ 4, so the softmax
   is soft; this is the method as published (Snell et al. do not normalise; Fehervari et al.'s
   code neither).
@@ -69,7 +69,7 @@ class PrototypicalLoss(nn.Module):
 class Prototypical(Method):
     paper = "Snell et al., Prototypical Networks for Few-shot Learning, NeurIPS 2017"
     defaults: ClassVar[HParams] = {"n_support": 5}
-    defaults_source = "seed 002 eq. 13; Fehervari et al.'s train_prototype.py (Ns = Nq = 5)"
+    defaults_source = "Fehervari et al. eq. 13; Fehervari et al.'s train_prototype.py (Ns = Nq = 5)"
     samples_per_class = 10
 
     def __init__(self, hparams: HParams | None, num_classes: int, embedding_size: int) -> None:

@@ -1,9 +1,9 @@
 """Proxy-NCA (Movshovitz-Attias et al., "No Fuss Distance Metric Learning using Proxies",
-ICCV 2017; seed 002 eq. 14).
+ICCV 2017; Fehervari et al. eq. 14).
 
 Every training class c owns a learnable proxy p_c. Embeddings and proxies are L2-normalised
-and multiplied by a constant s (seed 002 §4.2: with normalised proxies training stalls unless
-the embeddings are scaled by a constant or given a small temperature; Fehervari et al.'s code
+and multiplied by a constant s (Fehervari et al. §4.2: with normalised proxies training stalls
+unless the embeddings are scaled by a constant or given a small temperature; Fehervari et al.'s code
 multiplies both by 3). For a sample x of class y, with squared Euclidean distances as in the
 paper's NCA::
 

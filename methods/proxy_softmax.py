@@ -1,4 +1,4 @@
-"""Normalized softmax over proxies (Zhai & Wu, BMVC 2019; seed 002 eq. 15).
+"""Normalized softmax over proxies (Zhai & Wu, BMVC 2019; Fehervari et al. 2019 eq. 15).
 
 Features are layer-normalised without affine parameters before the embedding layer (the
 method asks the model for it), embeddings and class proxies are L2-normalised, and the loss is

@@ -1,5 +1,5 @@
 """Proxy-triplet (Movshovitz-Attias et al., "No Fuss Distance Metric Learning using Proxies",
-ICCV 2017; seed 002 §2.9).
+ICCV 2017; Fehervari et al. 2019 §2.9).
 
 The triplet loss moved to proxies: the anchor is a batch embedding x of class y, the positive
 its class proxy p_y, and the negatives are *all* other proxies (the paper, §1: the proxy set

@@ -1,4 +1,4 @@
-"""Ranked list loss (Wang et al., CVPR 2019; seed 002 eq. 6–9).
+"""Ranked list loss (Wang et al., CVPR 2019; Fehervari et al. eq. 6–9).
 
 Every image x_i of the batch is a query; with Euclidean (non-squared) distances d_ij, the
 negative boundary α and the margin m (positives are pulled inside α − m)::
@@ -19,7 +19,7 @@ Deliberate choices:
   Fehervari et al.'s MXNet code divides instead by the number of queries with a non-zero
   loss; that changes only the scale of a step, which Adam absorbs to first order.
 - Distances are taken on the embeddings as given: α = 1.2 and m = 0.4 are distances on the
-  unit sphere, where the RLL model puts its embeddings (normalised last layer, seed 002
+  unit sphere, where the RLL model puts its embeddings (normalised last layer, Fehervari et al. 2019
   Table 1), as ``normalize: true`` does in the glyphs protocols.
 
 pytorch-metric-learning's ``RankedListLoss`` is not used: it weighs the two terms as
@@ -29,9 +29,9 @@ column of the batch to the weight sums, and back-propagates through the weights.
 checks.
 
 Defaults: α = 1.2, m = 0.4, T_n = 10 and 3 images per class are the defaults of Fehervari
-et al.'s ``train_rankedlistloss.py`` (seed 002's code); they equal the official RLL release's
+et al.'s ``train_rankedlistloss.py``; they equal the official RLL release's
 In-shop configuration (``pn_margin`` 0.4, boundaries 1 ± m/2, T_n = 10; its CUB configuration
-uses m = 0.2). The RLL paper's own text is not among the seeds, so the values were not checked
+uses m = 0.2). The RLL paper's own text was not available here, so the values were not checked
 against it. λ = 1 is eq. 8's balance as their code computes it (L_P + L_N).
 """
 
@@ -72,7 +72,7 @@ class RankedList(Method):
     defaults: ClassVar[HParams] = {"alpha": 1.2, "margin": 0.4, "temperature": 10.0, "lam": 1.0}
     defaults_source = (
         "Fehervari et al.'s train_rankedlistloss.py (α = 1.2, m = 0.4, T_n = 10, 3 images "
-        "per class; = official RLL In-shop config); λ = 1 (seed 002 eq. 8, L_P + L_N)"
+        "per class; = official RLL In-shop config); λ = 1 (Fehervari et al. eq. 8, L_P + L_N)"
     )
     samples_per_class = 3
 

@@ -1,4 +1,4 @@
-"""Triplet loss with dense triplet mining (Kim et al., CVPR 2019; seed 001 eq. 10-11): the
+"""Triplet loss with dense triplet mining (Kim et al., CVPR 2019; Kim et al. 2019 eq. 10-11): the
 paper's ``L(Triplet)+M(Dense)`` baseline.
 
 The minibatch is the one log-ratio uses (anchor first, its k label-nearest neighbours, random

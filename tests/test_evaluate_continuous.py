@@ -1,5 +1,5 @@
 """Continuous-label metrics: a hand-worked example, perfect vs reversed rankings, and equality
-with an independent numpy implementation of seed 001 eq. 12 on random inputs."""
+with an independent numpy implementation of Kim et al. 2019 eq. 12 on random inputs."""
 
 from __future__ import annotations
 

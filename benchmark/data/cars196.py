@@ -1,6 +1,7 @@
 """Cars196 (Stanford Cars, Krause et al. 2013), zero-shot split: classes 1–98 train, 99–196 test.
 
-Two on-disk forms are read (DESIGN.md §9); ``annotations: auto`` picks whichever is present:
+Two on-disk forms are read (the official release and a common re-pack); ``annotations: auto``
+picks whichever is present:
 
 - ``mat``, the original release: ``cars_annos.mat`` holding the struct array ``annotations``
   with fields ``relative_im_path`` (``car_ims/000001.jpg``), ``bbox_x1``, ``bbox_y1``,

@@ -1,6 +1,6 @@
 """CUB-200-2011 (Wah et al. 2011), zero-shot split: classes 1–100 train, 101–200 test.
 
-Read from the official release (DESIGN.md §9): under the root ``CUB_200_2011``,
+Read from the official release: under the root ``CUB_200_2011``,
 ``images.txt`` (``<image id> <class dir>/<file>.jpg``, files under ``images/``) and
 ``image_class_labels.txt`` (``<image id> <class 1..200>``). ``train_test_split.txt`` is not
 used: the metric-learning split is by class (Oh Song et al. 2016), 5,864 training and 5,924

@@ -5,7 +5,7 @@ A continuous split (``Split.label_kind == "continuous"``) names its label distan
 
 - ``pose``: labels are joint coordinates (N, J·dims), flattened joint by joint; the distance is
   the sum over joints of the Euclidean distance between corresponding joints (Kwak et al. 2016,
-  the pose distance of seed 001 §4.3). ``extras["joint_dims"]`` (default 2) gives dims.
+  the pose distance of Kim et al. §4.3). ``extras["joint_dims"]`` (default 2) gives dims.
 - ``euclidean``: the Euclidean distance between label vectors.
 - ``precomputed``: distances ship with the data (the MPII thin-slicing bundle). The label
   "vector" of item i is then ``[i]`` (its index, exact in float32 up to 2**24), and the split
@@ -23,7 +23,7 @@ other item can be closer; rows that fail the test are searched again with twice 
 candidates. Memory is O(N·k) plus one block of queries. Lists are cached under
 ``cache_dir()/neighbours``, keyed by a hash of the labels, the distance and k.
 
-Samplers (seed 001 §3.3 and §4.1; Kim et al.'s ``Dense_PairDataset`` / ``Naive_PairDataset``):
+Samplers (Kim et al. §3.3 and §4.1; Kim et al.'s ``Dense_PairDataset`` / ``Naive_PairDataset``):
 
 - :class:`DenseTripletSampler`: a minibatch is one anchor, its k label-nearest neighbours
   (nearest first) and ``batch_size − 1 − k`` others drawn uniformly from the rest.
@@ -357,7 +357,7 @@ class _AnchorSampler:
 
 
 class DenseTripletSampler(_AnchorSampler):
-    """[anchor, its k label-nearest neighbours (nearest first), random others] (seed 001 §3.3).
+    """[anchor, its k label-nearest neighbours (nearest first), random others] (Kim et al. §3.3).
 
     Args:
         neighbours: (N, >= k) label-nearest neighbours of every item, nearest first.
@@ -386,7 +386,7 @@ class DenseTripletSampler(_AnchorSampler):
 
 
 class BinaryNeighbourSampler(_AnchorSampler):
-    """[anchor, P positives from its ``pool`` label-NNs, negatives from beyond] (seed 001 §4.1).
+    """[anchor, P positives from its ``pool`` label-NNs, negatives from beyond] (Kim et al. §4.1).
 
     Kim et al.'s binary baseline: the ``pool`` (30) label-nearest neighbours are positives, the
     rest negatives; a batch holds ``positives`` (5) of them, drawn at random, and fills the rest

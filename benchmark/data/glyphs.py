@@ -4,7 +4,7 @@ A class is one Unicode letter; an instance is that letter rendered in one of the
 ship in ``matplotlib/mpl-data/fonts/ttf`` (DejaVu Sans, Sans Mono and Serif, STIXGeneral, four
 styles each), with a seeded random rotation, scale, translation, stroke thickness and noise.
 It stands in for CUB/Omniglot: learnable in seconds on a CPU, and close enough between methods
-that seeds and confidence intervals matter (DESIGN.md §4).
+that seeds and confidence intervals matter.
 
 Classes are the letters every font has, in code point order, with homoglyphs removed (Latin
 ``A``, Greek ``Α`` and Cyrillic ``А`` are the same drawing: keeping all three would put

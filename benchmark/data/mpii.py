@@ -1,5 +1,5 @@
 """mpii-pose: MPII full-body human poses as packaged by thin-slicing (Kwak et al. 2016) and used by
-Kim et al., CVPR 2019 (seed 001 §4.3; DESIGN.md §9).
+Kim et al., CVPR 2019 (§4.3).
 
 The bundle's layout (what Kim et al.'s ``Dense_PairDataset`` / ``utils.eval_retrieval`` read)::
 

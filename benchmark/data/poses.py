@@ -1,4 +1,4 @@
-"""poses: rendered stick figures with continuous pose labels, standing in for MPII (DESIGN.md §4).
+"""poses: rendered stick figures with continuous pose labels, standing in for MPII.
 
 A figure has 14 joints (head, neck, shoulders, elbows, wrists, hips, knees, ankles) on a
 kinematic tree driven by 10 angles (torso lean, head tilt, upper arms, forearms, thighs, shins).
@@ -10,7 +10,7 @@ told apart; the background is cluttered with random faint strokes and pixel nois
 
 The label is the joint coordinates relative to the neck divided by the image size (14 × 2
 values, joint by joint); the label distance is ``pose``: the sum of Euclidean distances between
-corresponding joints, the pose distance Kim et al. use on MPII (seed 001 §4.3). The test split
+corresponding joints, the pose distance Kim et al. use on MPII (Kim et al. §4.3). The test split
 uses base poses training never sees; every ``query_every``-th test image is a query and the
 rest the database, so each base pose has queries and database images.
 

@@ -4,7 +4,7 @@ Under the root ``Stanford_Online_Products``: ``Ebay_train.txt`` and ``Ebay_test.
 line ``image_id class_id super_class_id path`` then space-separated rows, paths relative to the
 root (``bicycle_final/111085122871_0.JPG``). Training classes 1–11,318 (59,551 images), test
 classes 11,319–22,634 (60,502 images). The official files are used as they are; Fehervari et
-al.'s code sampled classes by folder order instead (DESIGN.md §9), which this loader does not
+al.'s code sampled classes by folder order instead, which this loader does not
 reproduce.
 """
 

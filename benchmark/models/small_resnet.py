@@ -4,7 +4,7 @@ The layout of He et al. 2016 scaled down for 64-px single-channel images on a CP
 stride-2 stem, four stages of one basic residual block each (widths 16, 32, 64, 128; stages
 2-4 halve the resolution with a 1×1 projection shortcut), then global average pooling. About
 0.3 M parameters and 16 M multiply-adds per 64×64 image. It stands in for the ResNet-34 that
-Kim et al. use on MPII (seed 001 §4.2); it has no pretrained weights.
+Kim et al. use on MPII (Kim et al. 2019 §4.2); it has no pretrained weights.
 """
 
 from __future__ import annotations

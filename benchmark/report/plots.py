@@ -6,7 +6,7 @@ without looking at pixels.
 
 Sweeps (``dmlbench sweep``) name each derived protocol ``<base>@<key>=<value>``, e.g.
 ``poses@model.embedding_size=16``; the sweep plot is a metric against the swept value, one line
-per method (seed 001 Fig. 5: performance versus embedding dimension). Lines are black and grey
+per method (Kim et al. Fig. 5: performance versus embedding dimension). Lines are black and grey
 with distinct markers and dash patterns, so the figure reads in greyscale too.
 """
 

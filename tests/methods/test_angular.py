@@ -1,4 +1,4 @@
-"""angular (pytorch-metric-learning AngularLoss) against a per-pair loop of seed 002 eq. 4–5."""
+"""angular (pytorch-metric-learning AngularLoss) against a per-pair loop of Fehervari et al. 2019 eq. 4–5."""
 
 from __future__ import annotations
 

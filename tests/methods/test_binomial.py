@@ -1,4 +1,4 @@
-"""binomial against a per-anchor loop written from seed 003 eq. 12."""
+"""binomial against a per-anchor loop written from Wang et al.'s unified-view preprint eq. 12."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""dreml against a per-learner, per-sample loop written from Xuan et al. 2018 / seed 002 §4.1
+"""dreml against a per-learner, per-sample loop written from Xuan et al. 2018 / Fehervari et al. 2019 §4.1
 (Proxy-NCA over each learner's random meta-classes), plus the grouping and the ensemble model."""
 
 from __future__ import annotations

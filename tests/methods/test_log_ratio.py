@@ -1,4 +1,4 @@
-"""log-ratio against a per-triplet loop written from seed 001 eq. 5 and eq. 10."""
+"""log-ratio against a per-triplet loop written from Kim et al. 2019 eq. 5 and eq. 10."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""multi-similarity against a per-anchor loop written from seed 003 eq. 15-17."""
+"""multi-similarity against a per-anchor loop written from Wang et al.'s unified-view preprint eq. 15-17."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""npairs against a per-anchor loop written from seed 002 eq. 3 (+ Sohn's L2 regulariser)."""
+"""npairs against a per-anchor loop written from Fehervari et al. 2019 eq. 3 (+ Sohn's L2 regulariser)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""prototypical against a per-query loop written from seed 002 eq. 13 (Snell et al. 2017)."""
+"""prototypical against a per-query loop written from Fehervari et al. 2019 eq. 13 (Snell et al. 2017)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""proxy-nca against a per-sample loop written from seed 002 eq. 14 (Movshovitz-Attias et al.)."""
+"""proxy-nca against a per-sample loop written from Fehervari et al. 2019 eq. 14 (Movshovitz-Attias et al.)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""proxy-triplet against a per-triplet loop from seed 002 §2.9 (Movshovitz-Attias et al.)."""
+"""proxy-triplet against a per-triplet loop from Fehervari et al. 2019 §2.9 (Movshovitz-Attias et al.)."""
 
 from __future__ import annotations
 

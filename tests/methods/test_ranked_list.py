@@ -1,4 +1,4 @@
-"""ranked-list against a per-query loop written from seed 002 eq. 6–9 (Wang et al. 2019)."""
+"""ranked-list against a per-query loop written from Fehervari et al. 2019 eq. 6–9 (Wang et al. 2019)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""triplet-binary against a loop written from seed 001 eq. 1 with Kim et al.'s 30-NN positives."""
+"""triplet-binary against a loop written from Kim et al. 2019 eq. 1 with Kim et al.'s 30-NN positives."""
 
 from __future__ import annotations
 

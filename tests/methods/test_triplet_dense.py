@@ -1,4 +1,4 @@
-"""triplet-dense against a per-triplet loop written from seed 001 eq. 10-11."""
+"""triplet-dense against a per-triplet loop written from Kim et al. 2019 eq. 10-11."""
 
 from __future__ import annotations
 
