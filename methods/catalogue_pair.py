@@ -51,10 +51,24 @@ class TupletPlusVariance(nn.Module):
 
 
 class DetachedHistogramDSM(losses.DynamicSoftMarginLoss):
-    """``DynamicSoftMarginLoss`` whose running histogram does not keep the batch's graph."""
+    """``DynamicSoftMarginLoss`` whose running histogram does not keep the batch's graph, and
+    whose last bin takes the triplets violated by more than its lower node.
+
+    The library's ``num_bins`` nodes span [min_val, −min_val − delta]; a d = d_ap − d_an at or
+    beyond the last node (1.6 by default, reachable on the unit sphere where d < 2) indexed one
+    node past the end and crashed training. Such values are counted in the last node and
+    weighted by the full CDF, as the paper's CDF of an out-of-range value is; every value in
+    range is binned and weighted exactly as the library does.
+    """
 
     def update_histogram(self, data: torch.Tensor) -> None:
-        super().update_histogram(data.detach())
+        top = self.min_val + self.delta * (self.num_bins - 1)
+        super().update_histogram(data.detach().clamp(self.min_val, top - 1e-6 * self.delta))
+
+    def weigh_loss(self, data: torch.Tensor) -> torch.Tensor:
+        cdf = torch.cumsum(self.hist_, 0)
+        idx = torch.floor((data - self.min_val) / self.delta).to(dtype=torch.long)
+        return cdf[idx.clamp(0, self.num_bins - 1)] * data
 
 
 def _tuplet_ipv(loss: nn.Module, h: HParams) -> nn.Module:

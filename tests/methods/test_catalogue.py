@@ -18,7 +18,7 @@ One module, parametrised by method name, so the catalogue's checks are in one pl
   zero-mean regulariser), P2SGrad (W renormalised outside the graph: its W gradient has a
   radial part, so only the tangential part is compared; the value is eq. 11's potential
   divided by N·C/2), dynamic soft margin (every triplet, Φ(d)·d as value; the library's
-  histogram also fails on d ≥ 1.6, an ``xfail``);
+  histogram failed on d ≥ 1.6; the entry clamps to its last node, tested);
 * ``test_loss_decreases_on_a_fixed_batch``: every entry, optimising a fixed batch of embeddings
   (and the loss's parameters, at their learning-rate multiplier) directly — no network, so it
   checks the loss and not the backbone;
@@ -855,10 +855,10 @@ def test_dynamic_soft_margin_running_histogram_matches_the_reference() -> None:
     torch.testing.assert_close(ours_grad, ref_grad, rtol=1e-5, atol=1e-8)
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="library bin index out of range")
 def test_dynamic_soft_margin_accepts_a_triplet_violated_by_more_than_1_6() -> None:
     """d = d_ap − d_an ∈ [1.6, 2) falls in the last bin, whose upper node (index ``num_bins``)
-    the library's histogram does not have: ``update_histogram`` indexes past its end."""
+    the library's histogram does not have: the library's ``update_histogram`` indexed past its
+    end (a RuntimeError); the entry counts such values in the last node."""
     loss = create_method("dynamic-soft-margin", None, C, 2).build_loss().double()
     x = torch.tensor([[1.0, 0.0], [-1.0, 0.01], [0.99, 0.05]], dtype=torch.float64)
     assert torch.isfinite(loss(x, torch.tensor([0, 0, 1])))
