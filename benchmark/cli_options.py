@@ -94,8 +94,13 @@ def resolve_methods(protocol: Any, names: list[str] | None) -> list[str]:
     return methods
 
 
+MAX_SEED = 2**32 - 1
+
+
 def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
     """Numbers argparse cannot judge, and ``--hparam`` names, before any data is read."""
+    import yaml
+
     from dmlbench.methods import METHODS
     from dmlbench.registry import did_you_mean
 
@@ -104,8 +109,12 @@ def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
     if getattr(args, "loader_workers", 0) < 0:
         raise DmlbenchError(f"--loader-workers {args.loader_workers}: must be >= 0")
     for seed in args.seed or []:
-        if seed < 0:
-            raise DmlbenchError(f"--seed {seed}: seeds must be >= 0")
+        if not 0 <= seed <= MAX_SEED:  # numpy's legacy seeding takes 32 bits
+            raise DmlbenchError(f"--seed {seed}: seeds must be in [0, {MAX_SEED}]")
+    if getattr(args, "device", None) is not None:
+        from dmlbench.train import resolve_device
+
+        resolve_device(args.device)
     for item in getattr(args, "hparam", None) or []:
         key, eq, _ = item.partition("=")
         method, dot, name = key.partition(".")
@@ -121,6 +130,9 @@ def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
                 f"--hparam {item}: unknown hyper-parameter '{name}' of {method}{hint} "
                 f"(it has: {', '.join(allowed)})"
             )
+        problem = METHODS.get(method).hparam_problem(name, yaml.safe_load(item.partition("=")[2]))
+        if problem:
+            raise DmlbenchError(f"--hparam {item}: {problem}")
 
 
 def add_budget_options(parser: argparse.ArgumentParser) -> None:

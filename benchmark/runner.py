@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlbench import distributed
-from dmlbench.data import DataSplits, Split, load_data
+from dmlbench.data import DATASETS, DataSplits, Split, load_data
 from dmlbench.errors import DmlbenchError
 from dmlbench.evaluate import check_ks, evaluate
 from dmlbench.methods import METHODS, HParams, create_method
@@ -70,8 +70,16 @@ def run_protocol(
 ) -> list[Record]:
     """Train and evaluate each method for each seed, plus the untrained baseline."""
     options = options or RunOptions()
-    for name in methods:  # unknown names and unfillable batches fail before any work
-        METHODS.get(name).check_batch(
+    kind = DATASETS.get(protocol.data.dataset).label_kind
+    for name in methods:  # unknown names, wrong label kinds, unfillable batches: before any work
+        cls = METHODS.get(name)
+        if cls.label_kind != kind:
+            others = [m for m in protocol.methods if METHODS.get(m).label_kind == kind]
+            raise DmlbenchError(
+                f"method {name} needs {cls.label_kind} labels; protocol {protocol.name} has "
+                f"{kind} labels (its methods: {', '.join(others) or 'none listed'})"
+            )
+        cls.check_batch(
             protocol.batch.size, protocol.batch.samples_per_class, options.hparams.get(name)
         )
     unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work

@@ -26,7 +26,7 @@ from dmlbench.checkpoint import (
     save_checkpoint,
 )
 from dmlbench.data.base import Split
-from dmlbench.errors import NonFiniteLossError
+from dmlbench.errors import DmlbenchError, NonFiniteLossError
 from dmlbench.methods import Method
 from dmlbench.models import build_model
 from dmlbench.protocol import Protocol
@@ -51,13 +51,28 @@ def seed_everything(seed: int) -> None:
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    """The device to train on; a device that does not exist here is one line, before any work
+    (a CUDA request without a driver used to fail the first search trial and cost the budget)."""
     if name == "auto":
         if not torch.cuda.is_available():
             return torch.device("cpu")
         from dmlbench.distributed import current
 
         return torch.device("cuda", current().local_rank)  # torchrun: one GPU per rank
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise DmlbenchError(f"--device {name}: not a device (cpu, cuda, cuda:N or auto)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DmlbenchError(f"--device {name}: no CUDA device is available here; use cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DmlbenchError(
+                f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here"
+            )
+    elif device.type != "cpu":
+        raise DmlbenchError(f"--device {name}: only cpu, cuda, cuda:N and auto are supported")
+    return device
 
 
 def _collate(batch: Any) -> torch.Tensor:

@@ -8,6 +8,7 @@ as pytorch-metric-learning's ``BaseMetricLossFunction`` owns reduction and leave
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -86,6 +87,31 @@ class Method:
         return {}
 
     @classmethod
+    def hparam_problem(cls, name: str, value: Any) -> str | None:
+        """Why ``value`` cannot be hyper-parameter ``name`` (``None`` when it can).
+
+        The type is the default's (a float also takes an int, never a bool); the range is the
+        sign the search space implies (a space starting above 0 needs a positive value, one
+        starting at 0 a non-negative one): ``alpha=abc`` or ``alpha=-5`` fails here, with the
+        other command-line errors, not inside the loss after the data is loaded.
+        """
+        default = cls.samples_per_class if name == "samples_per_class" else cls.defaults[name]
+        kinds: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
+        if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, kinds):
+            return f"expected {type(default).__name__} like the default {default!r}, got {value!r}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{value} is not finite"
+        low = search_lower_bounds(cls).get(name)
+        if name == "samples_per_class":
+            low = max(low or 1, 1)
+        if low is not None and not isinstance(value, bool) and isinstance(value, int | float):
+            if low > 0 and value <= 0:
+                return f"must be > 0 (the search space starts at {low})"
+            if low >= 0 and value < 0:
+                return f"must be >= 0 (the search space starts at {low})"
+        return None
+
+    @classmethod
     def check_batch(
         cls, batch_size: int, samples_per_class: int | None, hparams: HParams | None = None
     ) -> None:
@@ -130,6 +156,37 @@ class Method:
             return []
         mult = float(self.hparams[self.lr_mult_key]) if self.lr_mult_key else 1.0
         return [{"params": params, "lr": lr * mult}]
+
+
+class _BoundsProbe:
+    """A stand-in Optuna trial that records each numeric suggestion's lower bound."""
+
+    def __init__(self) -> None:
+        self.low: dict[str, float] = {}
+
+    def suggest_float(self, name: str, low: float, high: float, **_: Any) -> float:
+        self.low[name] = low
+        return low
+
+    def suggest_int(self, name: str, low: int, high: int, **_: Any) -> int:
+        self.low[name] = low
+        return low
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        numbers = [c for c in choices if isinstance(c, int | float) and not isinstance(c, bool)]
+        if numbers:
+            self.low[name] = min(numbers)
+        return next(iter(choices))
+
+
+def search_lower_bounds(cls: type[Method]) -> dict[str, float]:
+    """The lowest value the method's search space can propose, per hyper-parameter."""
+    probe = _BoundsProbe()
+    try:
+        cls.search_space(probe)  # type: ignore[arg-type]  # duck-typed trial
+    except Exception:  # a plugin's space that needs a real trial: no bounds, no check
+        return {}
+    return probe.low
 
 
 METHODS: Registry[type[Method]] = Registry("method")

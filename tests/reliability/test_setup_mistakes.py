@@ -1,0 +1,80 @@
+"""Setup mistakes are one line before any work, and never spend the equal tuning budget.
+
+Each case runs the CLI in a subprocess and asserts one ``error:`` line naming the problem,
+exit status 2, no traceback, and that nothing was written (no record, no study): a mistake
+that could be found before the study started must not count as a failed trial.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BASE = ["--protocol", "glyphs-mini", "--seed", "0", "--no-progress"]
+
+
+def run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    results = tmp_path / "results"
+    cmd = [
+        sys.executable, "-m", "dmlbench", "run", *argv,
+        "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports"),
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+
+
+@pytest.mark.parametrize(
+    ("hparam", "words"),
+    [
+        ("multi-similarity.alpha=abc", ("expected float", "'abc'")),
+        ("multi-similarity.alpha=-5", ("must be > 0",)),
+        ("multi-similarity.samples_per_class=2.5", ("expected int",)),
+        ("margin.beta_per_class=1", ("expected bool",)),
+    ],
+)
+def test_hparam_types_and_ranges_are_checked_before_data(
+    tmp_path: Path, hparam: str, words: tuple[str, ...]
+) -> None:
+    method = hparam.split(".")[0]
+    done = run(tmp_path, *BASE, "--method", method, "--hparam", hparam)
+    assert_one_line(done, hparam, *words)
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
+
+
+@pytest.mark.parametrize("seed", ["92233720368547758", "4294967296"])
+def test_a_seed_numpy_cannot_take_is_refused_before_any_record(tmp_path: Path, seed: str) -> None:
+    done = run(tmp_path, "--protocol", "glyphs-mini", "--method", "contrastive", "--seed", seed)
+    assert_one_line(done, f"--seed {seed}", "[0, 4294967295]")
+    assert not list(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.parametrize("device", ["bogus", "cuda", "cuda:7"])
+def test_a_device_that_is_not_here_is_one_line_before_the_study(
+    tmp_path: Path, device: str
+) -> None:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    done = run(tmp_path, *BASE, "--method", "contrastive", "--trials", "2", "--device", device)
+    assert_one_line(done, f"--device {device}")
+    assert not list(tmp_path.rglob("optuna.db")) and not list(tmp_path.rglob("*.json"))
+
+
+def test_a_class_method_on_a_continuous_protocol_is_one_line_before_the_study(
+    tmp_path: Path,
+) -> None:
+    """It used to run all 20 trials, each failing with a misleading single-image message."""
+    done = run(tmp_path, "--protocol", "poses-mini", "--method", "contrastive", "--trials", "2")
+    assert_one_line(done, "contrastive needs class labels", "continuous labels", "log-ratio")
+    assert not list(tmp_path.rglob("optuna.db"))
