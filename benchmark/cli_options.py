@@ -57,6 +57,15 @@ def add_common_options(
     parser.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch threads of every training run and search trial, whatever --workers is "
+        "(recorded; numbers can differ in the last bits between thread counts; the committed "
+        "leaderboard uses 1) (default: torch's, the usable CPUs)",
+    )
+    parser.add_argument(
         "--max-steps",
         type=int,
         default=None,
@@ -106,6 +115,8 @@ def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
 
     if args.max_steps is not None and args.max_steps < 1:
         raise DmlbenchError(f"--max-steps {args.max_steps}: must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        raise DmlbenchError(f"--threads {args.threads}: must be >= 1")
     if getattr(args, "loader_workers", 0) < 0:
         raise DmlbenchError(f"--loader-workers {args.loader_workers}: must be >= 0")
     for seed in args.seed or []:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,7 @@ class RunOptions:
     overrides: dict[str, Any] = field(default_factory=dict)
     accel: Accel = field(default_factory=Accel)
     search: SearchOptions = field(default_factory=SearchOptions)
+    threads: int | None = None  # torch threads of every run and trial (None: leave as is)
 
 
 def run_protocol(
@@ -70,6 +73,32 @@ def run_protocol(
 ) -> list[Record]:
     """Train and evaluate each method for each seed, plus the untrained baseline."""
     options = options or RunOptions()
+    with torch_threads(options.threads):
+        return _run_protocol(protocol, methods, seeds, options)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """``threads`` torch threads inside (unchanged when ``None``), the caller's restored after.
+
+    A number depends on the thread count (reductions round differently), so the count is
+    fixed by the run's options, recorded (``env.torch_threads``), and the same in every search
+    worker process whatever ``--workers`` is.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_protocol(
+    protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions
+) -> list[Record]:
     kind = DATASETS.get(protocol.data.dataset).label_kind
     for name in methods:  # unknown names, wrong label kinds, unfillable batches: before any work
         cls = METHODS.get(name)

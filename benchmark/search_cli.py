@@ -36,6 +36,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         results_dir=Path(args.results_dir),
         data_root=args.data_root,
         device=args.device,
+        threads=args.threads,
         max_steps=args.max_steps,
         progress=not args.no_progress,
         overrides=overrides,

@@ -325,10 +325,6 @@ def spawn_workers(
     return procs
 
 
-def threads_per_worker(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(workers, 1))
-
-
 def _child(
     raw: dict[str, Any],
     method: str,
@@ -343,7 +339,8 @@ def _child(
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import validate_protocol
 
-    torch.set_num_threads(threads_per_worker(options.workers))
+    if run.threads is not None:  # the parent's count, so --workers moves no number
+        torch.set_num_threads(run.threads)
     try:
         load_plugins(options.plugins)
         protocol = validate_protocol(raw, source=f"search worker {index}")

@@ -86,6 +86,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         results_dir=Path(args.results_dir),
         data_root=args.data_root,
         device=args.device,
+        threads=args.threads,
         max_steps=args.max_steps,
         force=args.force,
         progress=not args.no_progress,
