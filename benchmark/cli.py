@@ -69,11 +69,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"budget: {protocol.search.trials} trials per method",
         file=sys.stderr,
     )
-    records = run_protocol(protocol, methods, seeds, options)
+    records = _all_on_disk(run_protocol(protocol, methods, seeds, options), options.results_dir)
     for _, path, text in write_reports(records, Path(args.reports_dir)):
         print(text)
         print(f"written: {path} (and .csv)")
     return 0
+
+
+def _all_on_disk(records: list[Any], results_dir: Path) -> list[Any]:
+    """Every final record on disk of the protocol hashes this run wrote, not only its own.
+
+    Two processes sharing a results folder each compute part of a protocol (the record locks
+    split the work); the table written at the end must hold both parts, not whichever process
+    finished last.
+    """
+    from dmlbench.records import load_records
+    from dmlbench.report.build import unique_records
+
+    hashes = {r.protocol.hash for r in records}
+    on_disk, _ = load_records(results_dir, skip=("leaderboard",))
+    mine = [r for r in on_disk if r.protocol.hash in hashes and r.stage == "final"]
+    return unique_records(mine or records)
 
 
 def _override_backbone(protocol: Any, args: argparse.Namespace, overrides: dict[str, Any]) -> Any:

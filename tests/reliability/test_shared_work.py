@@ -1,0 +1,58 @@
+"""Work shared between processes: the end-of-run table holds every record on disk for the
+protocol, and a killed search worker does not fail a run whose budget completed."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dmlbench.cli import main
+
+
+def test_the_table_written_at_the_end_holds_other_processes_records(
+    tiny_glyphs_protocol: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs on one folder (here one after the other, as two processes would each finish):
+    the second's table has both methods, not only its own."""
+    protocol = tmp_path / "tiny.yaml"
+    protocol.write_text(yaml.safe_dump(tiny_glyphs_protocol.model_dump(mode="json")))
+    common = [
+        "run", "--protocol", str(protocol), "--seed", "0", "--max-steps", "1", "--no-progress",
+        "--results-dir", str(tmp_path / "r"), "--reports-dir", str(tmp_path / "rep"),
+    ]  # fmt: skip
+    assert main([*common, "--method", "contrastive"]) == 0
+    assert main([*common, "--method", "triplet-semihard"]) == 0
+    table = next((tmp_path / "rep").glob("glyphs-tiny-*-overrides.md")).read_text()
+    assert "| contrastive" in table and "| triplet-semihard" in table
+    capsys.readouterr()
+
+
+class _Killed:
+    exitcode = -9
+
+    def join(self) -> None:
+        return None
+
+
+def test_a_killed_worker_does_not_fail_a_completed_budget(
+    tiny_glyphs_protocol: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    import dmlbench.search_worker as sw
+    from dmlbench.data import load_data
+    from dmlbench.runner import RunOptions
+    from dmlbench.search import SearchOptions, tune
+
+    monkeypatch.setattr(sw, "spawn_workers", lambda *a, **k: [_Killed()])
+    protocol = tiny_glyphs_protocol.with_overrides({"search.trials": 2})
+    data = load_data(protocol)
+    run = RunOptions(results_dir=tmp_path, max_steps=1, progress=False)
+    with caplog.at_level(logging.WARNING):
+        chosen = tune(
+            protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions(workers=2)
+        )
+    assert chosen.hparams
+    assert "the budget completed without them" in caplog.text
