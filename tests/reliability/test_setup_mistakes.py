@@ -78,3 +78,25 @@ def test_a_class_method_on_a_continuous_protocol_is_one_line_before_the_study(
     done = run(tmp_path, "--protocol", "poses-mini", "--method", "contrastive", "--trials", "2")
     assert_one_line(done, "contrastive needs class labels", "continuous labels", "log-ratio")
     assert not list(tmp_path.rglob("optuna.db"))
+
+
+def test_a_real_protocol_runs_its_papers_methods_without_method(tmp_path: Path) -> None:
+    """`dmlbench run --protocol cub200` used to stop at 'lists no methods'; now it gets as far
+    as the data (here a missing root, named in one line)."""
+    done = run(tmp_path, "--protocol", "cub200", "--data-root", str(tmp_path / "nowhere"))
+    assert "lists no methods" not in done.stderr
+    assert "triplet-semihard, lifted, npairs" in done.stderr  # the banner
+    assert_one_line(done, "nowhere")
+
+
+def test_backbone_override_keeps_the_pretraining_unless_asked(tmp_path: Path) -> None:
+    common = ["--protocol", "cub200", "--data-root", str(tmp_path / "nowhere"), "--no-search"]
+    kept = run(tmp_path, *common, "--backbone-override", "resnet50")
+    assert "protocol cub200@defaults@backbone=resnet50 v2" in kept.stderr
+    assert "@pretrained" not in kept.stderr and "warning" not in kept.stderr
+    random = run(tmp_path, *common, "--backbone-override", "resnet50", "--pretrained", "none")
+    assert "cub200@defaults@backbone=resnet50@pretrained=none" in random.stderr
+    small = run(tmp_path, *common, "--backbone-override", "small-cnn")
+    warning = [line for line in small.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "no pretrained weights" in warning[0], small.stderr
+    assert "@backbone=small-cnn@pretrained=none" in small.stderr
