@@ -196,7 +196,12 @@ def test_perf_check_script_times_every_entry(
     from dmlbench.perf._common import parse_table
 
     out = tmp_path / "check.md"
-    assert perf_check.main(["--leaderboard-dir", str(board), "--jobs", "2", "--out", str(out)]) == 0
+    assert (
+        perf_check.main(
+            ["--leaderboard-dir", str(board), "--jobs", "2", "--out", str(out), "--noisy"]
+        )
+        == 0
+    )
     rows = {row["figure"]: row for row in parse_table(out.read_text(encoding="utf-8"))}
     for method in ("contrastive", "untrained"):
         entry = rows[f"{TINY} {method}: s (peer column: of which training)"]

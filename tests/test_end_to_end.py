@@ -14,6 +14,7 @@ from dmlbench.runner import RunOptions, run_protocol
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # dmlbench check covers every method against its untrained row
 def test_default_methods_beat_untrained(tmp_path) -> None:  # type: ignore[no-untyped-def]
     base = load_protocol("glyphs-mini")
     protocol = base.with_overrides(

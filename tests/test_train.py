@@ -65,4 +65,4 @@ def test_epoch_hook_adds_to_the_curve(tiny_glyphs_protocol) -> None:  # type: ig
     result = train(protocol, method, data.train, seed=0, on_epoch_end=hook, progress=False)
     assert calls == [0, 1]
     assert [p["val_recall@1"] for p in result.curve] == [0.5, 1.5]
-    assert result.steps == 2 * (len(data.train) // 32)
+    assert result.steps == 2 * (len(data.train) // protocol.batch.size)

@@ -150,6 +150,7 @@ def test_dense_triplet_set_is_eq10() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_neighbour_lists_scale_to_100k_without_a_quadratic_matrix() -> None:
     import tracemalloc
 

@@ -79,6 +79,7 @@ def _moved(kind: str, value: float) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", LEARNABLE)
 def test_learnable_loss_parameters_move_under_cub200(name: str) -> None:
     for param, kind, value in _movement(_train(name)):
@@ -86,6 +87,7 @@ def test_learnable_loss_parameters_move_under_cub200(name: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_check_fails_at_the_backbone_rate() -> None:
     """The measure can fail: at × 1 (the defaults before 0.2) proxies and β stay put."""
     for name in ("proxy-nca", "margin"):

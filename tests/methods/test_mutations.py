@@ -36,7 +36,7 @@ import dmlbench.methods._base as base
 from dmlbench.methods import METHODS
 from tests.methods.test_reference_coverage import declared_test
 
-pytestmark = pytest.mark.slow  # about two minutes on one core
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # about two minutes on one core
 
 Mutation = tuple[str, str, str]  # (what it models, text in the source, its replacement)
 

@@ -259,7 +259,7 @@ CASES = [
     ),
     pytest.param(
         options("--seed", "-1"),
-        ["--seed", "-1", ">= 0"],
+        ["--seed", "-1", "must be in [0,"],
         id="negative-seed",
     ),
     pytest.param(

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from dmlbench.errors import DmlbenchError
 
-pytestmark = pytest.mark.slow  # about a minute and a half on 2 busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # about a minute and a half on 2 busy cores
 EXAMPLES = 200
 PER_KIND = settings(
     max_examples=EXAMPLES,

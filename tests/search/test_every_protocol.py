@@ -74,6 +74,7 @@ def tiny(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[An
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", builtin_names())
 def test_one_tiny_trial_of_every_shipped_protocol(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -149,8 +149,8 @@ def test_search_never_reads_a_test_image_and_finals_use_the_selection(
     real_load, real_tune = runner.load_data, search.tune
     wire: list[_Tripwire] = []
 
-    def load(p: Any, root: Any = None) -> DataSplits:
-        data = real_load(p, root)
+    def load(p: Any, root: Any = None, **kwargs: Any) -> DataSplits:
+        data = real_load(p, root, **kwargs)
         wire.append(_Tripwire(data.test.images))
         data.test.images = wire[0]
         return data
