@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,17 +49,12 @@ def default_jobs() -> int:
     return max(1, min(usable_cpus(), 8))
 
 
-@contextmanager
-def leaderboard_threads() -> Iterator[None]:
-    """``THREADS`` torch threads inside, the caller's count restored after."""
-    import torch
+def leaderboard_threads() -> AbstractContextManager[None]:
+    """``THREADS`` torch threads inside, the caller's count restored after (the runner's
+    :func:`~dmlbench.runner.torch_threads`)."""
+    from dmlbench.runner import torch_threads
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    return torch_threads(THREADS)
 
 
 def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, list[Record]]:
