@@ -142,12 +142,14 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 @contextmanager
-def record_lock(path: Path, enabled: bool = True) -> Iterator[bool]:
-    """An exclusive, non-blocking lock on ``path``'s run across processes.
+def record_lock(path: Path, enabled: bool = True, wait: bool = False) -> Iterator[bool]:
+    """An exclusive lock on ``path``'s run across processes.
 
     Yields ``True`` when this process owns the run, ``False`` when another process holds it
     (two ``dmlbench run`` processes on one results folder then share the work instead of
-    computing, and writing, the same record twice). The lock dies with its process.
+    computing, and writing, the same record twice). With ``wait`` it blocks until the other
+    process lets go (a run waits at its end for the records it skipped, so its table is
+    complete). The lock dies with its process.
     """
     import fcntl
 
@@ -165,7 +167,7 @@ def record_lock(path: Path, enabled: bool = True) -> Iterator[bool]:
         return
     with fh:
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             yield False
             return

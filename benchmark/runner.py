@@ -99,8 +99,40 @@ def torch_threads(threads: int | None) -> Iterator[None]:
 def _run_protocol(
     protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions
 ) -> list[Record]:
+    _check_methods(protocol, methods, options)
+    unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
+    data = load_data(protocol, options.data_root, check_ks=True)
+    check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
+    overrides = dict(options.overrides)
+    if options.max_steps is not None:
+        overrides["max_steps"] = options.max_steps
+    selections: dict[str, Selection | None] = {}
+    for name in methods:  # tune first: every seed's final run uses the same selection
+        selections[name] = None
+        if protocol.search.trials > 0 and name not in options.hparams:
+            if unwritable:
+                raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
+            tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
+            selections[name] = _tune(protocol, name, data, tuning)
+    records, skipped = [], []
+    for seed in seeds:
+        for name in [UNTRAINED, *methods]:
+            record = _final_run(protocol, name, seed, data, options, overrides, selections)
+            if record is None:
+                skipped.append((seed, name))
+            else:
+                records.append(record)
+    for seed, name in skipped:  # the table at the end holds them too: wait for the other process
+        record = _final_run(protocol, name, seed, data, options, overrides, selections, wait=True)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def _check_methods(protocol: Protocol, methods: list[str], options: RunOptions) -> None:
+    """Unknown names, wrong label kinds, unfillable batches: one line before any work."""
     kind = DATASETS.get(protocol.data.dataset).label_kind
-    for name in methods:  # unknown names, wrong label kinds, unfillable batches: before any work
+    for name in methods:
         cls = METHODS.get(name)
         if cls.label_kind != kind:
             others = [m for m in protocol.methods if METHODS.get(m).label_kind == kind]
@@ -111,54 +143,57 @@ def _run_protocol(
         cls.check_batch(
             protocol.batch.size, protocol.batch.samples_per_class, options.hparams.get(name)
         )
-    unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
-    data = load_data(protocol, options.data_root, check_ks=True)
-    check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
-    overrides = dict(options.overrides)
-    if options.max_steps is not None:
-        overrides["max_steps"] = options.max_steps
-    is_main = distributed.current().is_main
-    selections: dict[str, Selection | None] = {}
-    for name in methods:  # tune first: every seed's final run uses the same selection
-        selections[name] = None
-        if protocol.search.trials > 0 and name not in options.hparams:
-            from dmlbench.search import tune
 
-            if unwritable:
-                raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
-            print(f"searching {name}: {protocol.search.trials} trials", file=sys.stderr)
-            tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
-            selections[name] = tune(
-                protocol, name, data.train, data.fingerprint, tuning, options.search
-            )
-    records = []
-    for seed in seeds:
-        for name in [UNTRAINED, *methods]:
-            run_overrides = dict(overrides)
-            if name in options.hparams:  # hand-set values: never next to tuned ones
-                run_overrides["hparams"] = options.hparams[name]
-            selection = selections.get(name)
-            path = record_path(
-                options.results_dir, protocol.name, protocol.hash, name, seed, "final",
-                run_overrides,
-            )  # fmt: skip
-            with record_lock(path, enabled=is_main) as owned:
-                if not owned:
-                    log.warning("%s is being computed by another process; skipped", path.name)
-                    continue
-                record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
-                if record is None and unwritable and is_main:
-                    raise DmlbenchError(f"{unwritable}; {path.name} must be computed")
-                if record is None:
-                    ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
-                    record = run_one(
-                        protocol, name, seed, data, options, run_overrides, ckpt, selection
-                    )
-                    if is_main:  # under torchrun every rank trains, rank 0 writes
-                        save_record(record, path)
-                        ckpt.unlink(missing_ok=True)
-                records.append(record)
-    return records
+
+def _tune(protocol: Protocol, name: str, data: DataSplits, options: RunOptions) -> Selection:
+    """The method's equal-budget search, after one batch has shown the setup fits in memory."""
+    from dmlbench.preflight import check_one_batch
+    from dmlbench.search import tune
+
+    check_one_batch(protocol, name, data.train, resolve_device(options.device))
+    print(f"searching {name}: {protocol.search.trials} trials", file=sys.stderr)
+    return tune(protocol, name, data.train, data.fingerprint, options, options.search)
+
+
+def _final_run(
+    protocol: Protocol,
+    name: str,
+    seed: int,
+    data: DataSplits,
+    options: RunOptions,
+    overrides: dict[str, Any],
+    selections: dict[str, Selection | None],
+    wait: bool = False,
+) -> Record | None:
+    """The final record of (``name``, ``seed``): reused from disk, or trained and written.
+
+    ``None`` when another process is computing it (unless ``wait``: then this blocks until that
+    process is done, and reuses its record — or computes it, if that process died first).
+    """
+    run_overrides = dict(overrides)
+    if name in options.hparams:  # hand-set values: never next to tuned ones
+        run_overrides["hparams"] = options.hparams[name]
+    selection = selections.get(name)
+    path = record_path(
+        options.results_dir, protocol.name, protocol.hash, name, seed, "final", run_overrides
+    )
+    is_main = distributed.current().is_main
+    if wait:
+        log.warning("waiting for %s, being computed by another process", path.name)
+    with record_lock(path, enabled=is_main, wait=wait) as owned:
+        if not owned:
+            log.warning("%s is being computed by another process; skipped", path.name)
+            return None
+        record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
+        if record is None and is_main and (problem := results_dir_problem(options.results_dir)):
+            raise DmlbenchError(f"{problem}; {path.name} must be computed")
+        if record is None:
+            ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
+            record = run_one(protocol, name, seed, data, options, run_overrides, ckpt, selection)
+            if is_main:  # under torchrun every rank trains, rank 0 writes
+                save_record(record, path)
+                ckpt.unlink(missing_ok=True)
+        return record
 
 
 def _reusable(

@@ -11,7 +11,10 @@ real-image cases the CUB-200-2011 fixture of :mod:`tests.reliability.test_bad_in
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -41,6 +44,36 @@ methods: [contrastive]
 QUICK = ["--max-steps", "2", "--no-progress"]
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@functools.cache
+def readable_package() -> Path:
+    """A copy of the dmlbench package that ``nobody`` can import.
+
+    The editable install points into the checkout, which may sit in a folder only root can
+    enter (CI clones into one); the copy lies in a world-readable temporary folder, first on
+    ``PYTHONPATH``. When ``nobody`` cannot start the interpreter or import its libraries at
+    all, the read-only cases are skipped with that reason.
+    """
+    site = Path(tempfile.mkdtemp(prefix="dmlbench-site-"))
+    atexit.register(shutil.rmtree, site, ignore_errors=True)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name, sub in [("dmlbench", ""), ("dmlbench.methods", "methods"),
+                      ("dmlbench.protocols", "protocols")]:  # fmt: skip
+        source = Path(importlib.import_module(name).__file__ or "").parent
+        shutil.copytree(source, site / "dmlbench" / sub, ignore=skip, dirs_exist_ok=True)
+    for p in [site, *site.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    probe = subprocess.run(
+        [*NOBODY, sys.executable, "-c", "import torch, dmlbench.cli"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)},
+    )  # fmt: skip
+    if probe.returncode != 0:
+        pytest.skip(f"user nobody cannot run this interpreter: {probe.stderr.strip()[-200:]}")
+    return site
+
+
 def dmlbench(
     *argv: str | Path, cache: Path, cwd: Path | None = None, as_nobody: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -49,8 +82,9 @@ def dmlbench(
     env = {**os.environ, "DMLBENCH_CACHE": str(cache), "PYTHONWARNINGS": "ignore"}
     prefix: list[str] = []
     if as_nobody and os.geteuid() == 0:
-        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        prefix = NOBODY
         env["HOME"] = str(cache)
+        env["PYTHONPATH"] = str(readable_package())
     return subprocess.run(
         [*prefix, sys.executable, "-m", "dmlbench", *map(str, argv)],
         capture_output=True,

@@ -100,3 +100,60 @@ def test_backbone_override_keeps_the_pretraining_unless_asked(tmp_path: Path) ->
     warning = [line for line in small.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and "no pretrained weights" in warning[0], small.stderr
     assert "@backbone=small-cnn@pretrained=none" in small.stderr
+
+
+BIG_BATCH = """\
+name: glyphs-big-batch
+version: 1
+data: {dataset: glyphs, params: {image_size: 128, num_classes: 64, instances_per_font: 1}}
+model: {backbone: small-cnn, pretrained: null, embedding_size: 32}
+batch: {size: 256, samples_per_class: 8}
+optim: {lr: 1.0e-3, epochs: 1}
+metrics: {recall_at: [1], nmi: false}
+search: {trials: 3, validation: {folds: 1, fraction: 0.5}}
+seeds: [0]
+methods: [contrastive]
+"""
+
+
+def _limit_memory() -> None:  # runs in the child before exec: the interpreter plus 1.5 GB
+    import resource
+
+    limit = _virtual_after_import() + 1_500_000_000
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _virtual_after_import() -> int:
+    """Virtual memory of an interpreter that imported torch and dmlbench (the libraries map
+    several GB they never touch), measured once in a child."""
+    code = "import torch, dmlbench.cli, dmlbench.runner; print(open('/proc/self/status').read())"
+    status = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmPeak:"))
+    return int(kb) * 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_a_batch_that_cannot_fit_in_memory_is_one_line_before_the_study(tmp_path: Path) -> None:
+    """A real allocation failure (the child's address space is capped): the small CNN needs
+    about 3.5 GB for 256 images of 128 px; the study is never created, so no trial is spent."""
+    protocol = tmp_path / "big.yaml"
+    protocol.write_text(BIG_BATCH)
+    results = tmp_path / "results"
+    cmd = [
+        sys.executable, "-m", "dmlbench", "run", "--protocol", str(protocol), "--no-progress",
+        "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, preexec_fn=_limit_memory
+    )
+    assert_one_line(done, "batch of 256 images", "128 px", "batch.size", "glyphs-big-batch")
+    assert not list(results.rglob("optuna.db")) and not list(results.rglob("*.json"))
+
+
+def test_out_of_memory_is_recognised_on_cpu_and_cuda() -> None:
+    from dmlbench.preflight import is_out_of_memory
+
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))
