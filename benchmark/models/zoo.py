@@ -15,13 +15,17 @@ the file to place, and never falls back to random weights.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-import torchvision
 from torch import nn
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.models.backbones import BACKBONES
 from dmlbench.models.bn_inception import PooledBackbone, Weights, fetch_state_dict, load_converted
+
+if TYPE_CHECKING:  # importing torchvision costs about 2 s (its ops pull in torch._dynamo):
+    import torchvision  # only when one of these backbones is built, not for every CLI call
 
 GOOGLENET_LAYERS = [
     "conv1",
@@ -70,6 +74,8 @@ def googlenet(
     pretrained: str | None, in_channels: int, pooling: str = "avg"
 ) -> tuple[nn.Module, int]:
     """torchvision GoogLeNet (Szegedy et al. 2015), ImageNet weights IMAGENET1K_V1."""
+    import torchvision
+
     use_weights = _check("googlenet", pretrained, in_channels)
     net = torchvision.models.googlenet(
         weights=None, aux_logits=True, transform_input=True, init_weights=not use_weights
@@ -88,6 +94,8 @@ def resnet50(
     pretrained: str | None, in_channels: int, pooling: str = "avg"
 ) -> tuple[nn.Module, int]:
     """torchvision ResNet-50 (He et al. 2016), ImageNet weights IMAGENET1K_V1."""
+    import torchvision
+
     use_weights = _check("resnet50", pretrained, in_channels)
     net = torchvision.models.resnet50(weights=None)
     if use_weights:
