@@ -1,11 +1,30 @@
-"""dmlbench: deep metric learning methods re-run under frozen protocols.
+"""dmlbench: deep metric learning methods re-run under frozen protocols with equal budgets.
 
-The public entry points are the command line (``dmlbench --help``) and a few functions:
+The public entry points are the command line (``dmlbench --help``) and these functions:
 
->>> from dmlbench.protocol import load_protocol
->>> from dmlbench.runner import run_protocol
+>>> from dmlbench import load_protocol, run_protocol
+>>> protocol = load_protocol("glyphs-mini")
+
+They are imported on first use, so ``import dmlbench`` (and ``dmlbench --version``) stays
+cheap; the layout of the package is described in the README ("Layout").
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
+
+__version__ = "0.2.0.dev0"
+
+_PUBLIC = {
+    "load_protocol": "dmlbench.protocol",
+    "run_protocol": "dmlbench.run",
+    "RunOptions": "dmlbench.run",
+}
+__all__ = [*_PUBLIC, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'dmlbench' has no attribute {name!r}")

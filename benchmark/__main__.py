@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 
 raise SystemExit(main())

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,8 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from dmlbench.errors import ProtocolError
-from dmlbench.registry import did_you_mean
+from dmlbench.errors import ProtocolError, did_you_mean, format_validation_error
 
 HASH_EXCLUDE: dict[str, Any] = {"description": True, "citation": True, "data": {"root"}}
 # Keys added after protocols were hashed, left out of the hash while at their default, so that
@@ -290,6 +288,7 @@ def _check_components(protocol: Protocol, source: str) -> None:
     from dmlbench.errors import DmlbenchError, RegistryError
     from dmlbench.methods import METHODS
     from dmlbench.models import BACKBONES, backbone_exists
+    from dmlbench.models.bn_inception import bn_inception_takes
 
     try:
         dataset = DATASETS.get(protocol.data.dataset)
@@ -328,30 +327,6 @@ def _check_components(protocol: Protocol, source: str) -> None:
                     f"inception branches end in different sizes); the nearest size it takes is "
                     f"{near}"
                 )
-
-
-@cache
-def bn_inception_takes(size: int) -> bool:
-    """Whether BN-Inception runs on ``size`` x ``size`` images: a shape-only forward pass on
-    PyTorch's meta device (no memory, no weights), since its accepted sizes follow no simple
-    rule (224, 227 and 256 work; 56, 80, 112 and 299 do not)."""
-    import torch
-
-    try:
-        _meta_bn_inception()(torch.zeros(1, 3, size, size, device="meta"))
-    except RuntimeError:
-        return False
-    return True
-
-
-@lru_cache(maxsize=1)
-def _meta_bn_inception() -> Any:
-    import torch
-
-    from dmlbench.models.bn_inception import BNInception
-
-    with torch.device("meta"):
-        return BNInception().eval()
 
 
 def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
@@ -412,93 +387,3 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
     if leaf not in node and not (len(parents) >= 1 and parents[-1] == "params"):
         raise ProtocolError(f"override {dotted}: unknown key '{leaf}'")
     node[leaf] = value
-
-
-def format_validation_error(
-    err: ValidationError, model: type[BaseModel], prefix: str | None = None
-) -> str:
-    """One line per pydantic error: ``data.foo: unknown key (did you mean 'root'?)``."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(_show_key(x) for x in e["loc"])
-        key = f"{prefix}.{loc}" if prefix else loc
-        if e["type"] == "extra_forbidden":
-            allowed = _fields_at(model, e["loc"][:-1])
-            hint = did_you_mean(str(e["loc"][-1]), allowed) if allowed else ""
-            parts.append(f"{key}: unknown key{hint}")
-        elif e["type"] == "missing":
-            parts.append(f"{key}: required key is missing")
-        else:
-            got = e.get("input")
-            shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
-            parts.append(f"{key}: {e['msg']}{shown}")
-    return "; ".join(parts)
-
-
-def _show_key(key: Any) -> str:
-    """A key as written in YAML, quoted when it holds spaces, newlines or odd characters."""
-    text = str(key)
-    return text if text and all(c.isalnum() or c in "_-@" for c in text) else repr(text)
-
-
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    current: Any = model
-    for key in loc:
-        field = getattr(current, "model_fields", {}).get(key)
-        if field is None:
-            return []
-        current = field.annotation
-    return list(getattr(current, "model_fields", {}))
-
-
-# --------------------------------------------------------------------------- lock file
-
-
-LOCK_NAME = "protocols.lock"
-
-
-def read_lock(directory: Path | None = None) -> dict[str, dict[str, Any]]:
-    path = (directory or builtin_dir()) / LOCK_NAME
-    if not path.is_file():
-        return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return {str(k): dict(v) for k, v in data.items()}
-
-
-def check_lock(directory: Path | None = None) -> list[str]:
-    """Problems with the lock: a protocol whose content changed without a version bump."""
-    directory = directory or builtin_dir()
-    lock = read_lock(directory)
-    problems = []
-    for path in sorted(directory.glob("*.yaml")):
-        protocol = load_protocol(path)
-        entry = lock.get(path.stem)
-        if entry is None:
-            problems.append(f"{path.name}: not in {LOCK_NAME} (run `dmlbench validate --lock`)")
-        elif entry["version"] == protocol.version and entry["sha256"] != protocol.hash:
-            problems.append(
-                f"{path.name}: content changed but version is still {protocol.version}; "
-                "bump `version:` (old numbers must stay reproducible), then update the lock"
-            )
-        elif entry["version"] != protocol.version:
-            problems.append(f"{path.name}: version {protocol.version} is not in the lock yet")
-    return problems
-
-
-def write_lock(directory: Path | None = None) -> Path:
-    """Rewrite the lock; refuses an entry whose content changed without a version bump."""
-    directory = directory or builtin_dir()
-    old = read_lock(directory)
-    entries = {}
-    for path in sorted(directory.glob("*.yaml")):
-        protocol = load_protocol(path)
-        prev = old.get(path.stem)
-        if prev and prev["version"] == protocol.version and prev["sha256"] != protocol.hash:
-            raise ProtocolError(
-                f"{path.name}: content changed but version is still {protocol.version}; bump it"
-            )
-        entries[path.stem] = {"version": protocol.version, "sha256": protocol.hash}
-    target = directory / LOCK_NAME
-    header = "# name: version and sha256 of the canonical protocol (dmlbench validate --lock)\n"
-    target.write_text(header + yaml.safe_dump(entries, sort_keys=True), encoding="utf-8")
-    return target

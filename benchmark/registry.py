@@ -7,20 +7,13 @@ shell-style pattern (``dmlbench list methods '*proxy*'``).
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from dmlbench.errors import DmlbenchError, RegistryError
+from dmlbench.errors import DmlbenchError, RegistryError, did_you_mean
 
 T = TypeVar("T")
-
-
-def did_you_mean(name: str, choices: list[str]) -> str:
-    """Return ``" (did you mean 'x'?)"`` for the closest choice, or an empty string."""
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class Registry(Generic[T]):

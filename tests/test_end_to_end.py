@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from dmlbench.protocol import load_protocol
-from dmlbench.runner import RunOptions, run_protocol
+from dmlbench.run import RunOptions, run_protocol
 
 
 @pytest.mark.slow

@@ -9,14 +9,8 @@ import pytest
 import yaml
 
 from dmlbench.errors import ProtocolError
-from dmlbench.protocol import (
-    builtin_dir,
-    builtin_names,
-    check_lock,
-    load_protocol,
-    protocol_hash,
-    write_lock,
-)
+from dmlbench.protocol import builtin_dir, builtin_names, load_protocol, protocol_hash
+from dmlbench.protocols import check_lock, write_lock
 
 BASE = """\
 name: mine

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 from dmlbench.errors import DmlbenchError, ProtocolError
 from dmlbench.protocol import load_protocol
 from dmlbench.sweep import parse_over, sweep_protocols

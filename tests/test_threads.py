@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from dmlbench.runner import RunOptions, run_protocol, torch_threads
+from dmlbench.run import RunOptions, run_protocol, torch_threads
 
 
 def test_threads_are_set_for_the_run_recorded_and_restored(
@@ -38,7 +38,7 @@ def test_no_threads_option_leaves_the_count_alone() -> None:
 
 def test_search_workers_get_the_parents_thread_count(monkeypatch: Any, tmp_path: Path) -> None:
     """``tune`` hands every spawned worker the same count, not cores / workers."""
-    import dmlbench.search_worker as sw
+    import dmlbench.search.worker as sw
     from dmlbench.search import SearchOptions
 
     seen: list[int | None] = []

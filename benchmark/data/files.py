@@ -193,7 +193,7 @@ class ImageSource(DatasetSource):
             queries = np.flatnonzero(test_roles == "query")
             gallery = np.flatnonzero(test_roles == "gallery")
         if self.metrics is not None:  # before decoding thousands of images, not after
-            from dmlbench.evaluate import check_ks
+            from dmlbench.metrics.retrieval import check_ks
 
             labels_only = torch.utils.data.TensorDataset()
             check_ks(self.metrics, Split(labels_only, labels[test_idx], "class", queries, gallery))

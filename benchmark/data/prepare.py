@@ -18,7 +18,6 @@ records carry, so a copy of the data can be compared with the one that produced 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -313,65 +312,3 @@ def prepare(
     print(f"{name}: {n} files extracted; {data['counts']}")
     print(f"written: {root / MANIFEST} (fingerprint {str(data['fingerprint'])[:12]})")
     return 0
-
-
-def cmd_prepare(args: argparse.Namespace) -> int:
-    return prepare(
-        args.name,
-        Path(args.root).expanduser(),
-        args.url,
-        args.sha256,
-        args.keep_archive,
-        args.force,
-    )
-
-
-EPILOG = """examples:
-  dmlbench data prepare cub200 --root $DMLBENCH_DATA/CUB_200_2011
-  dmlbench data prepare cars196 --root $DMLBENCH_DATA/CARS196     # prints where files go
-  dmlbench data prepare cub200 --root DIR --url file:///mirror/CUB_200_2011.tgz
-"""
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    data = subparsers.add_parser(
-        "data",
-        help="get real data sets into place",
-        description="Download, verify and extract real data sets, or "
-        "print where their files go; write a manifest.",
-    )
-    actions = data.add_subparsers(dest="data_command", metavar="ACTION")
-    prep = actions.add_parser(
-        "prepare",
-        help="download/verify/extract a data set, or print where files go",
-        description="If ROOT already holds the data set's official files, check them and write "
-        "ROOT/dmlbench-manifest.json. Otherwise download the archive where a public URL can "
-        "be used (cub200), verify its SHA-256 before extracting, extract safely and write the "
-        "manifest; where none can (cars196, sop, inshop), print which files to place where "
-        "and exit with status 2.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    prep.add_argument("name", choices=sorted(SPECS), help="data set")
-    prep.add_argument(
-        "--root", required=True, help="the data set's folder (the protocol's data.root)"
-    )
-    prep.add_argument(
-        "--url", default=None, help="download from this mirror or file:// URL instead"
-    )
-    prep.add_argument("--sha256", default=None, help="expected SHA-256 of the archive at --url")
-    prep.add_argument(
-        "--keep-archive", action="store_true", help="keep the archive after extracting"
-    )
-    prep.add_argument(
-        "--force",
-        action="store_true",
-        help="download and extract even though ROOT already holds files (which may be overwritten)",
-    )
-    prep.set_defaults(func=cmd_prepare)
-
-    def show_help(args: argparse.Namespace) -> int:
-        data.print_help()
-        return 2
-
-    data.set_defaults(func=show_help)

@@ -28,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -242,3 +244,25 @@ def bn_inception(
     if pretrained:
         load_converted(trunk, fetch_state_dict(IMAGENET, "BN-Inception ImageNet"), IMAGENET.url)
     return PooledBackbone(trunk, BNInception.out_dim, "caffe-bgr", pooling), BNInception.out_dim
+
+
+@cache
+def bn_inception_takes(size: int) -> bool:
+    """Whether BN-Inception runs on ``size`` x ``size`` images: a shape-only forward pass on
+    PyTorch's meta device (no memory, no weights), since its accepted sizes follow no simple
+    rule (224, 227 and 256 work; 56, 80, 112 and 299 do not)."""
+    import torch
+
+    try:
+        _meta_bn_inception()(torch.zeros(1, 3, size, size, device="meta"))
+    except RuntimeError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _meta_bn_inception() -> Any:
+    import torch
+
+    with torch.device("meta"):
+        return BNInception().eval()

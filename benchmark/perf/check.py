@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dmlbench.check import LEADERBOARD, format_rows, run_check
-from dmlbench.check_runs import default_jobs
+from dmlbench.leaderboard.check import LEADERBOARD, format_rows, run_check
+from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.perf._common import (
     Row,
     add_common_options,

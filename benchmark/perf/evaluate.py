@@ -9,7 +9,7 @@ spread at random over the classes) at two sizes by default:
 
 and times, on the same embeddings in one process:
 
-- ours: ``dmlbench.evaluate.evaluate`` with Recall@{1,10,100,1000}, MAP@R, R-Precision, NMI;
+- ours: ``metrics.retrieval.evaluate`` with Recall@{1,10,100,1000}, MAP@R, R-Precision, NMI;
 - peer: ``AccuracyCalculator`` with the metrics it has (precision_at_1 = Recall@1,
   mean_average_precision_at_r, r_precision, NMI), ``k="max_bin_count"`` (the R its MAP@R
   needs), the L2-normalised embeddings as both query and reference (so each item's own match
@@ -79,7 +79,7 @@ def _spec(nmi: bool, n: int) -> Any:
 
 
 def ours_calls(x: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, Callable[[], Any]]:
-    from dmlbench.evaluate import evaluate, l2_normalize, nmi
+    from dmlbench.metrics.retrieval import evaluate, l2_normalize, nmi
 
     spec = _spec(False, len(x))
     return {
@@ -114,7 +114,7 @@ def faiss_floor(x: np.ndarray, labels: np.ndarray) -> tuple[Callable[[], Any], i
     """One exact faiss k-NN search with k = largest class (self included), as a call."""
     import faiss
 
-    from dmlbench.evaluate import l2_normalize
+    from dmlbench.metrics.retrieval import l2_normalize
 
     k = int(np.bincount(labels).max())
     xn = np.ascontiguousarray(l2_normalize(x), dtype=np.float32)

@@ -1,9 +1,9 @@
-"""Images/s of one training epoch through ``dmlbench.train.train`` against a bare PyTorch loop.
+"""Images/s of one training epoch through ``engine.train.train`` against a bare PyTorch loop.
 
 ``python -m dmlbench.perf.train`` loads a protocol (default ``glyphs-mini``) with one epoch
 and, for each method (default: the protocol's), runs in the same process, taking turns:
 
-- harness: ``dmlbench.train.train(protocol, method, split, seed, progress=False)`` on the
+- harness: ``dmlbench.engine.train.train(protocol, method, split, seed, progress=False)`` on the
   training split, the way ``dmlbench run`` trains (sampler, DataLoader, non-finite check,
   progress bar object, scheduler, epoch hook plumbing);
 - floor: a minimal hand-written loop on the same things: the model from ``init_model`` (same
@@ -52,9 +52,9 @@ def one_epoch(protocol: Any, batch_size: int | None = None) -> Any:
 
 
 def harness_epoch(protocol: Any, name: str, split: Any, seed: int) -> tuple[float, float]:
-    """(images/s, mean loss) of one epoch of ``dmlbench.train.train``."""
+    """(images/s, mean loss) of one epoch of ``dmlbench.engine.train.train``."""
+    from dmlbench.engine.train import train
     from dmlbench.methods import create_method
-    from dmlbench.train import train
 
     method = create_method(name, None, _classes(split), protocol.model.embedding_size)
     result = train(protocol, method, split, seed, progress=False)
@@ -66,8 +66,8 @@ def floor_epoch(
 ) -> tuple[float, float]:
     """(images/s, mean loss) of the same epoch in a bare loop (its first batches only when
     ``max_batches`` is given: a warm-up)."""
+    from dmlbench.engine.train import image_channels, init_model, make_optimizer, training_targets
     from dmlbench.methods import create_method
-    from dmlbench.train import image_channels, init_model, make_optimizer, training_targets
 
     method = create_method(name, None, _classes(split), protocol.model.embedding_size)
     model = init_model(protocol, method, image_channels(split), seed)
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     body = (
         f"{args.protocol}, one epoch of {len(split)} training images, batch "
         f"{protocol.batch.size}, {torch.get_num_threads()} torch thread(s); ours = "
-        "dmlbench.train.train, peer = the bare loop (target ratio ≥ 0.9):\n\n"
+        "dmlbench.engine.train.train, peer = the bare loop (target ratio ≥ 0.9):\n\n"
         + markdown_table(rows)
         + "\n"
     )

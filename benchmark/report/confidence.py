@@ -4,9 +4,9 @@ One row per method of one protocol hash, for the headline metric (Recall@1, or n
 continuous labels):
 
 - ``mean ± std`` over the seeds and the 95% Student-t interval of the mean
-  (:func:`dmlbench.stats.t_interval`; "n/a" with a single seed);
+  (:func:`dmlbench.metrics.stats.t_interval`; "n/a" with a single seed);
 - the bootstrap 95% interval over test queries of Recall@1 (computed per run at evaluation
-  time, see :mod:`dmlbench.stats`), averaged over the seeds' runs;
+  time, see :mod:`dmlbench.metrics.stats`), averaged over the seeds' runs;
 - what the search selected: the trial, its validation score and the epochs trained, so a
   reader sees which hyper-parameters produced the row (``defaults`` when there was no search).
 """
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from dmlbench.metrics.stats import t_interval
 from dmlbench.records import Record
-from dmlbench.stats import t_interval
 
 COLUMNS = [
     "seeds",

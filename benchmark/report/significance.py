@@ -25,7 +25,7 @@ import pandas as pd
 from scipy import stats
 
 TEST_COLUMNS = ["a", "b", "n_seeds", "mean_diff", "p", "p_holm", "note"]
-_BUDGET = 2_000_000  # resampled elements materialised at once, as in dmlbench.stats
+_BUDGET = 2_000_000  # resampled elements materialised at once, as in dmlbench.metrics.stats
 
 
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -137,7 +137,7 @@ def class_bootstrap_interval(
     Why classes and not queries: the queries of one class are retrieved against the same gallery
     items of that class, so their hits rise and fall together (a class the model confuses with
     another fails for most of its queries). Resampling queries as if independent, as
-    :func:`dmlbench.stats.bootstrap_mean` does, then understates the spread; resampling whole
+    :func:`~dmlbench.metrics.stats.bootstrap_mean` does, understates the spread; resampling whole
     classes (a cluster bootstrap; Davison & Hinkley, "Bootstrap Methods and their Application",
     CUP 1997, on hierarchical data) keeps that dependence. The statistic is the pooled hit rate
     of the resampled queries, i.e. Recall@1 as evaluation computes it. Fewer than two classes

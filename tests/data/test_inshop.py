@@ -9,7 +9,7 @@ import pytest
 
 from dmlbench.data.inshop import InShop, InshopParams
 from dmlbench.errors import DataError
-from dmlbench.evaluate import evaluate
+from dmlbench.metrics.retrieval import evaluate
 from dmlbench.protocol import ImagesSpec, MetricsSpec, TransformSpec
 from tests.data.fixtures import make_inshop
 

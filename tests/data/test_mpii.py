@@ -175,9 +175,9 @@ def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:  # type: ignore
 
 @pytest.mark.parametrize("method", ["log-ratio", "triplet-dense"])
 def test_trains_and_evaluates_end_to_end(bundle, tmp_path, method: str) -> None:  # type: ignore[no-untyped-def]
+    from dmlbench.engine.train import train
     from dmlbench.methods import create_method
-    from dmlbench.runner import evaluate_split
-    from dmlbench.train import train
+    from dmlbench.run import evaluate_split
 
     root, truth = bundle
     p = protocol(root)

@@ -114,7 +114,7 @@ def test_poses_mini_protocol_split() -> None:
 def test_run_all_continuous_methods_end_to_end(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     """`dmlbench run --method all` on poses picks the continuous methods; the table reports
     nDCG@K and mean label distance@K for every K of the protocol."""
-    from dmlbench.cli import main
+    from dmlbench.cli.main import main
 
     code = main(
         [

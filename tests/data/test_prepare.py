@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 from dmlbench.data import prepare
 from dmlbench.errors import DataError
 from tests.data.fixtures import make_cars_mat, make_cub, make_sop

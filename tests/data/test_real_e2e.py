@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dmlbench.protocol import load_protocol
-from dmlbench.runner import RunOptions, run_protocol
+from dmlbench.run import RunOptions, run_protocol
 from tests.data.fixtures import (
     make_cars_csv,
     make_cars_mat,

@@ -900,7 +900,7 @@ def tiny() -> tuple[object, object]:
 
 @pytest.mark.parametrize("name", CATALOGUE)
 def test_two_training_steps_are_finite(name: str) -> None:
-    from dmlbench.train import train
+    from dmlbench.engine.train import train
 
     torch.set_num_threads(1)
     protocol, data = tiny()

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
+from dmlbench.engine.train import init_model
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import create_method
 from dmlbench.methods.dreml import Ensemble
 from dmlbench.protocol import load_protocol
-from dmlbench.train import init_model
 
 C, L, D, SCALE = 10, 3, 4, 3.0
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from pytorch_metric_learning import losses, miners
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 from dmlbench.errors import DmlbenchError, RegistryError
 from dmlbench.methods import METHODS, create_method
 from dmlbench.methods.pml import PMLLoss

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from dmlbench.data import DataSplits, load_data
+from dmlbench.engine.train import init_model, train, training_targets
 from dmlbench.methods import METHODS, create_method
 from dmlbench.protocol import Protocol, builtin_names, load_protocol
-from dmlbench.train import init_model, train, training_targets
 
 PROTOCOL_FOR_KIND = {"class": "glyphs-mini", "continuous": "poses-mini"}
 # Smaller settings where the paper default is a CPU-time problem, not a different formula:
@@ -117,7 +117,7 @@ def test_check_batch_names_the_method_and_both_numbers() -> None:
 def test_search_drops_samples_per_class_choices_that_cannot_fill_the_batch() -> None:
     import optuna
 
-    from dmlbench.search_worker import ExactBatchTrial
+    from dmlbench.search.worker import ExactBatchTrial
 
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     seen = set()

@@ -11,7 +11,8 @@ import faiss
 import numpy as np
 import pytest
 
-import dmlbench.evaluate as engine
+import dmlbench.metrics.clustering as clustering
+import dmlbench.metrics.retrieval as engine
 from dmlbench.perf import evaluate as perf_evaluate
 from dmlbench.perf import losses as perf_losses
 from dmlbench.perf import train as perf_train
@@ -28,7 +29,7 @@ def ratios(text: str) -> dict[str, float]:
 def test_evaluate_script(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "BOUNDED_KMEANS_MIN_WORK", 0)  # NMI: the bounded k-means
+    monkeypatch.setattr(clustering, "BOUNDED_KMEANS_MIN_WORK", 0)  # NMI: the bounded k-means
     out = tmp_path / "evaluate.md"
     args = ["--size", "tiny=500,16,40,0.8", "--repeats", "3", "--out", str(out), "--noisy"]
     assert perf_evaluate.main(args) == 0  # its own check: shared metrics equal to 1e-4
@@ -126,7 +127,7 @@ def test_bounded_kmeans_equals_faiss(case: str) -> None:
     else:  # unnormalised, large norms
         x = (20 * rng.normal(size=(1500, 32))).astype(np.float32)
         k = 120
-    ours = engine.bounded_kmeans_assign(x, k, seed=3, niter=50)
+    ours = clustering.bounded_kmeans_assign(x, k, seed=3, niter=50)
     theirs, iterations, splits = faiss_assign(x, k, seed=3)
     np.testing.assert_array_equal(ours, theirs)
     if case == "clustered":

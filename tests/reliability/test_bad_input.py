@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 from dmlbench.errors import DataError, DmlbenchError, ProtocolError
 from dmlbench.protocol import builtin_dir
 from tests.data.fixtures import make_cub
@@ -296,10 +296,10 @@ def test_trials_must_not_be_negative(setup: Setup, capsys: pytest.CaptureFixture
 def test_k_larger_than_the_gallery_fails_before_any_training(
     setup: Setup, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dmlbench.runner
+    import dmlbench.run
 
     trained: list[object] = []
-    monkeypatch.setattr(dmlbench.runner, "train", lambda *a, **k: trained.append(a))
+    monkeypatch.setattr(dmlbench.run, "train", lambda *a, **k: trained.append(a))
     edit_protocol(metrics="metrics: {recall_at: [1, 64], nmi: false}")(setup)
     assert main(setup.argv()) == 2
     assert "metrics.recall_at" in error_line(capsys)
@@ -309,9 +309,9 @@ def test_k_larger_than_the_gallery_fails_before_any_training(
 def test_unknown_names_fail_before_the_data_is_read(
     setup: Setup, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dmlbench.runner
+    import dmlbench.run
 
-    monkeypatch.setattr(dmlbench.runner, "load_data", lambda *a: pytest.fail("data was read"))
+    monkeypatch.setattr(dmlbench.run, "load_data", lambda *a: pytest.fail("data was read"))
     assert main(setup.argv("--method", "contrastive,multi-similarty")) == 2
     assert "did you mean 'multi-similarity'" in error_line(capsys)
 

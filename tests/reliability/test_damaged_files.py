@@ -217,7 +217,7 @@ def test_damaged_image_cache(work: Path, name: str) -> None:
 
 
 def test_damaged_checkpoint(work: Path) -> None:
-    from dmlbench.checkpoint import Progress, load_checkpoint, save_checkpoint
+    from dmlbench.engine.checkpoint import Progress, load_checkpoint, save_checkpoint
 
     def parts() -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer]:
         torch.manual_seed(0)
@@ -243,7 +243,7 @@ def test_damaged_checkpoint(work: Path) -> None:
 def test_damaged_optuna_db(work: Path) -> None:
     import optuna
 
-    from dmlbench.search import SearchOptions, open_storage, storage_errors, storage_url
+    from dmlbench.search.storage import SearchOptions, open_storage, storage_errors, storage_url
 
     folder = work / "search"
     options = SearchOptions()

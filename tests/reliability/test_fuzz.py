@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmlbench.errors import ProtocolError
-from dmlbench.evaluate import evaluate
+from dmlbench.metrics.retrieval import evaluate
 from dmlbench.protocol import MetricsSpec, load_protocol, validate_protocol
 
 FUZZ = settings(

@@ -66,7 +66,7 @@ def readable_package() -> Path:
     for p in [site, *site.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     probe = subprocess.run(
-        [*NOBODY, sys.executable, "-c", "import torch, dmlbench.cli"],
+        [*NOBODY, sys.executable, "-c", "import torch, dmlbench.cli.main"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)},
     )  # fmt: skip
     if probe.returncode != 0:
@@ -466,7 +466,7 @@ def test_22_a_results_folder_with_url_characters_keeps_its_own_study(tiny: Tiny)
 def test_22_percent_signs_in_the_folder_name_reach_the_same_file(tmp_path: Path) -> None:
     import optuna
 
-    from dmlbench.search import SearchOptions, open_storage, sqlite_path, storage_url
+    from dmlbench.search.storage import SearchOptions, open_storage, sqlite_path, storage_url
 
     folder = tmp_path / "a%20b c"
     url = storage_url(SearchOptions(), folder)

@@ -21,12 +21,13 @@ import torch
 import yaml
 from torch import nn
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 from dmlbench.methods import METHODS, Method
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_records
-from dmlbench.runner import RunOptions, run_protocol
-from dmlbench.search import SearchOptions, count_trials, open_storage, open_study, study_name
+from dmlbench.run import RunOptions, run_protocol
+from dmlbench.search.storage import SearchOptions, open_storage
+from dmlbench.search.study import count_trials, open_study, study_name
 
 NAME = "explodes-test"
 NEVER = -1

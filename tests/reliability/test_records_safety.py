@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,8 @@ import torch
 
 import dmlbench.atomic
 from dmlbench.atomic import WriteError
-from dmlbench.checkpoint import Progress, load_checkpoint, save_checkpoint
-from dmlbench.cli import main
+from dmlbench.cli.main import main
+from dmlbench.engine.checkpoint import Progress, load_checkpoint, save_checkpoint
 from dmlbench.records import (
     ProtocolRef,
     Record,
@@ -228,20 +229,34 @@ def run(finished: Setup, tmp_path: Path) -> tuple[Setup, Path]:
     return setup, path
 
 
-def test_run_skips_a_run_another_process_holds_then_computes_it(
+def test_run_skips_a_run_another_process_holds_then_waits_and_computes_it(
     run: tuple[Setup, Path], caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The run does the rest first, then waits for the held record; the holder lets go
+    without writing it (it died), so the run computes it after the release, not beside it."""
     setup, path = run
     path.unlink()
     holder = hold(path)
+    released: list[float] = []
+
+    class Release(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting for" in record.getMessage() and not released:
+                assert not path.exists()  # not computed while the other process held it
+                released.append(time.time())
+                release(holder)
+
+    handler = Release()
+    logging.getLogger("dmlbench").addHandler(handler)
     try:
         with caplog.at_level(logging.WARNING):
             assert main(setup.argv()) == 0
-        assert not path.exists()  # not computed, not written twice
-        assert f"{path.name} is being computed by another process; skipped" in caplog.text
     finally:
-        release(holder)
-    assert main(setup.argv()) == 0
+        logging.getLogger("dmlbench").removeHandler(handler)
+        if not released:
+            release(holder)
+    assert f"{path.name} is being computed by another process; skipped" in caplog.text
+    assert released and path.stat().st_mtime >= released[0]
     assert load_record(path).method == "contrastive"
     capsys.readouterr()
 

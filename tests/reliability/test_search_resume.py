@@ -15,7 +15,7 @@ import yaml
 
 from dmlbench.data import load_data
 from dmlbench.records import load_records
-from dmlbench.search import count_trials, study_name
+from dmlbench.search.study import count_trials, study_name
 from tests.search.test_search import tiny
 
 pytestmark = pytest.mark.slow

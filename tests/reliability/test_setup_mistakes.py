@@ -126,7 +126,7 @@ def _limit_memory() -> None:  # runs in the child before exec: the interpreter p
 def _virtual_after_import() -> int:
     """Virtual memory of an interpreter that imported torch and dmlbench (the libraries map
     several GB they never touch), measured once in a child."""
-    code = "import torch, dmlbench.cli, dmlbench.runner; print(open('/proc/self/status').read())"
+    code = "import torch, dmlbench.cli.main, dmlbench.run; print(open('/proc/self/status').read())"
     status = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmPeak:"))
     return int(kb) * 1024
@@ -151,7 +151,7 @@ def test_a_batch_that_cannot_fit_in_memory_is_one_line_before_the_study(tmp_path
 
 
 def test_out_of_memory_is_recognised_on_cpu_and_cuda() -> None:
-    from dmlbench.preflight import is_out_of_memory
+    from dmlbench.engine.preflight import is_out_of_memory
 
     assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))

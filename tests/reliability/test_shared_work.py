@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 
 
 def test_the_table_written_at_the_end_holds_other_processes_records(
@@ -44,9 +44,9 @@ class _Killed:
 def test_a_killed_worker_does_not_fail_a_completed_budget(
     tiny_glyphs_protocol: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    import dmlbench.search_worker as sw
+    import dmlbench.search.worker as sw
     from dmlbench.data import load_data
-    from dmlbench.runner import RunOptions
+    from dmlbench.run import RunOptions
     from dmlbench.search import SearchOptions, tune
 
     monkeypatch.setattr(sw, "spawn_workers", lambda *a, **k: [_Killed()])

@@ -29,11 +29,11 @@ import pytest
 import torch
 import yaml
 
-from dmlbench.checkpoint import load_checkpoint
-from dmlbench.cli import main
+from dmlbench.cli.main import main
 from dmlbench.data import prepare
 from dmlbench.data.cache import open_or_build
 from dmlbench.data.mpii import load_pickle
+from dmlbench.engine.checkpoint import load_checkpoint
 from dmlbench.errors import DataError, DmlbenchError
 from tests.data.fixtures import write_jpeg
 from tests.data.test_prepare import cub_archive

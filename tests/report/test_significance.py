@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from dmlbench.metrics.stats import bootstrap_mean
 from dmlbench.report import significance
 from dmlbench.report.significance import (
     BestSet,
@@ -23,7 +24,6 @@ from dmlbench.report.significance import (
     ranking_stability,
     stability_summary,
 )
-from dmlbench.stats import bootstrap_mean
 
 
 def board(values: dict[str, list[float]], metric: str = "recall@1") -> pd.DataFrame:

@@ -18,7 +18,7 @@ import pytest
 
 from dmlbench.data import load_data
 from dmlbench.protocol import builtin_dir, builtin_names, load_protocol
-from dmlbench.runner import RunOptions
+from dmlbench.run import RunOptions
 from dmlbench.search import SearchOptions, tune
 from tests.data import test_mpii
 from tests.data.fixtures import make_cars_mat, make_cub, make_inshop, make_sop, small_images

@@ -18,17 +18,10 @@ from dmlbench.data.base import ArrayImages, DataSplits, Split
 from dmlbench.methods import METHODS
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_records
-from dmlbench.runner import RunOptions, run_protocol
-from dmlbench.search import (
-    SearchOptions,
-    count_trials,
-    objective_metric,
-    open_study,
-    selection,
-    study_name,
-    tune,
-    validation_folds,
-)
+from dmlbench.run import RunOptions, run_protocol
+from dmlbench.search.storage import SearchOptions
+from dmlbench.search.study import count_trials, open_study, selection, study_name, tune
+from dmlbench.search.validation import objective_metric, validation_folds
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -142,12 +135,13 @@ class _Tripwire(torch.utils.data.Dataset):  # type: ignore[type-arg]
 def test_search_never_reads_a_test_image_and_finals_use_the_selection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dmlbench.runner as runner
-    import dmlbench.search as search
+    import dmlbench.run as runner
+    import dmlbench.search as search  # run.py reads dmlbench.search.tune when it tunes
 
     protocol = tiny(trials=3)
     real_load, real_tune = runner.load_data, search.tune
     wire: list[_Tripwire] = []
+    tuned: list[str] = []
 
     def load(p: Any, root: Any = None, **kwargs: Any) -> DataSplits:
         data = real_load(p, root, **kwargs)
@@ -156,6 +150,7 @@ def test_search_never_reads_a_test_image_and_finals_use_the_selection(
         return data
 
     def checked_tune(*args: Any, **kwargs: Any) -> Any:
+        tuned.append(args[1])
         out = real_tune(*args, **kwargs)
         assert wire[0].reads == 0, "a search trial read a test image"
         return out
@@ -165,6 +160,7 @@ def test_search_never_reads_a_test_image_and_finals_use_the_selection(
     records = run_protocol(
         protocol, ["contrastive"], [0], RunOptions(results_dir=tmp_path, progress=False)
     )
+    assert tuned == ["contrastive"]  # the search ran under the tripwire
     assert wire[0].reads > 0  # the final evaluation does read them: the tripwire works
     final = next(r for r in records if r.method == "contrastive")
     trials = [r for r in load_records(tmp_path)[0] if r.stage == "search-trial"]
@@ -180,7 +176,7 @@ def test_search_never_reads_a_test_image_and_finals_use_the_selection(
 def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dmlbench.train as train_module
+    import dmlbench.engine.train as train_module
     from dmlbench.data import load_data
 
     protocol = tiny(trials=3)
@@ -215,7 +211,7 @@ def test_a_silent_worker_s_trial_is_failed_by_heartbeat_and_retried(tmp_path: Pa
     """A worker on another machine stops sending heartbeats: after the grace period (4
     heartbeats) the next worker fails its trial and re-queues the parameters."""
     from dmlbench.data import load_data
-    from dmlbench.search import open_storage, storage_url
+    from dmlbench.search.storage import open_storage, storage_url
 
     protocol = tiny(trials=2, **{"optim.epochs": 1})
     data = load_data(protocol)
@@ -256,9 +252,9 @@ def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
 def test_unfinished_study_under_torchrun_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import dmlbench.distributed as distributed
+    import dmlbench.engine.distributed as distributed
     from dmlbench.data import load_data
-    from dmlbench.search import SearchError
+    from dmlbench.search.storage import SearchError
 
     protocol = tiny(trials=2)
     data = load_data(protocol)

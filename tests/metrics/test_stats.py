@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from dmlbench.evaluate import evaluate
+from dmlbench.metrics.retrieval import evaluate
+from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits, t_interval
 from dmlbench.protocol import MetricsSpec
-from dmlbench.stats import bootstrap_mean, recall_at_1_hits, t_interval
 
 
 def test_t_interval_matches_the_textbook_formula() -> None:

@@ -34,41 +34,31 @@ import logging
 import math
 import os
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dmlbench.data.base import Split
-from dmlbench.errors import DmlbenchError
 from dmlbench.methods import METHODS, HParams
-from dmlbench.protocol import MetricsSpec, Protocol
+from dmlbench.protocol import Protocol
+from dmlbench.search.storage import (
+    SearchError,
+    SearchOptions,
+    claim_lock,
+    open_storage,
+    quiet_optuna,
+    storage_errors,
+    storage_url,
+)
+from dmlbench.search.validation import objective_metric
 
 if TYPE_CHECKING:
     import optuna
 
-    from dmlbench.runner import RunOptions
+    from dmlbench.run import RunOptions
 
 log = logging.getLogger(__name__)
-
-
-class SearchError(DmlbenchError):
-    """A search could not produce hyper-parameters (e.g. every trial failed)."""
-
-
-@dataclass
-class SearchOptions:
-    """Where the study lives and who works on it; none of this may move a number."""
-
-    storage: str | None = None  # None: sqlite:///<results_dir>/optuna.db
-    workers: int = 1
-    heartbeat: int = 30  # seconds between heartbeats; a trial is stale after 4 of them
-    max_retry: int = 3
-    plugins: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -87,203 +77,12 @@ class Selection:
         return asdict(self)
 
 
-# --------------------------------------------------------------------------- validation
-
-
-def objective_metric(protocol: Protocol, label_kind: str) -> str:
-    m = protocol.metrics
-    if label_kind == "continuous":
-        return f"ndcg@{max(m.ndcg_at or [10])}"
-    return f"recall@{m.recall_at[0]}" if m.recall_at else "map@r"
-
-
-def validation_metrics(protocol: Protocol, metric: str) -> MetricsSpec:
-    """Only the objective (no NMI k-means after every epoch)."""
-    k = int(metric.split("@")[1]) if metric[-1].isdigit() else 1
-    return MetricsSpec(
-        recall_at=[k] if metric.startswith("recall@") else [],
-        nmi=False,
-        map_at_r=metric == "map@r",
-        r_precision=False,
-        normalize=protocol.metrics.normalize,
-        ndcg_at=[k] if metric.startswith("ndcg@") else [],
-        label_distance_at=[],
-    )
-
-
-def validation_folds(
-    split: Split, folds: int, fraction: float, seed: int
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(train_indices, validation_indices)`` per fold, disjoint in classes (or groups)."""
-    groups = split.groups()
-    units = np.unique(groups)
-    if units.size < 2 * max(folds, 2 if folds == 1 else folds):
-        raise SearchError(
-            f"cannot carve validation from {units.size} training classes/groups "
-            f"(folds={folds}); the protocol's training split is too small to search on"
-        )
-    order = np.random.default_rng(seed).permutation(units)
-    if folds == 1:
-        n_val = min(max(1, round(fraction * units.size)), units.size - 1)
-        held = [order[:n_val]]
-    else:
-        held = np.array_split(order, folds)
-    out = []
-    for val_units in held:
-        val = np.isin(groups, val_units)
-        out.append((np.flatnonzero(~val), np.flatnonzero(val)))
-    return out
-
-
-# --------------------------------------------------------------------------- storage
-
-
-def quiet_optuna() -> None:
-    """Our own one line per trial replaces Optuna's log; its API notes are not for users."""
-    import warnings
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-
-
 def study_name(protocol: Protocol, method: str, overrides: dict[str, Any]) -> str:
     name = f"{protocol.name}-{protocol.hash[:16]}-{method}"
     if overrides:
         digest = hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()
         name += f"-override-{digest[:8]}"
     return name
-
-
-def storage_url(options: SearchOptions, results_dir: Path) -> str:
-    """``--storage``, or the SQLite database ``<results_dir>/optuna.db`` (created in WAL mode).
-
-    The URL is built with SQLAlchemy's URL API, never by concatenation: a folder named ``x?1``
-    would otherwise put the study in ``x`` (``?`` starts the query string) and ``a%20b`` would
-    name another file. A damaged database is one line naming it and what to do.
-    """
-    if options.storage:
-        return options.storage
-    import sqlite3
-
-    from sqlalchemy.engine import URL
-
-    path = Path(results_dir).resolve() / "optuna.db"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(path)
-        try:  # WAL persists in the file: readers never block writers
-            db.execute("PRAGMA journal_mode=WAL")
-            if db.execute("PRAGMA quick_check(1)").fetchone() != ("ok",):
-                raise sqlite3.DatabaseError("database disk image is malformed")
-            tables = db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-            for (table,) in tables:  # every row decoded once: a study holds kilobytes
-                db.execute(f'SELECT * FROM "{table}"').fetchall()
-        finally:
-            db.close()
-    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:  # "file is not a database"...
-        raise damaged_database(path, err) from None
-    except OSError as err:
-        raise SearchError(f"{path}: cannot create the study database ({err.strerror})") from None
-    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
-
-
-def damaged_database(path: Path | str, err: BaseException) -> SearchError:
-    """The one line for a damaged SQLite study database: which file, and what to do."""
-    first = f"{err}".splitlines()[0][:200] if str(err) else type(err).__name__
-    return SearchError(
-        f"{path}: damaged study database ({first}); move it aside and run again: the "
-        f"searches start over, and the trial records under {Path(path).parent} say which "
-        "trials ran"
-    )
-
-
-@contextmanager
-def storage_errors(url: str) -> Iterator[None]:
-    """Reading a study from a damaged SQLite file fails deep in SQLAlchemy or Optuna: say
-    which file is damaged instead (other storages keep their own errors)."""
-    import optuna
-    from sqlalchemy.exc import SQLAlchemyError
-
-    path = sqlite_path(url)
-    try:
-        yield
-    except (
-        SQLAlchemyError,
-        optuna.exceptions.StorageInternalError,
-        ValueError,  # a flipped byte in a stored JSON column or enum (only storage runs here)
-        KeyError,
-    ) as err:
-        if path is None:
-            raise
-        raise damaged_database(path, err) from None
-
-
-def sqlite_path(url: str) -> str | None:
-    """The database file of a ``sqlite:`` URL (decoded: ``%3F`` is ``?``), else ``None``."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    return parsed.database if parsed.get_backend_name() == "sqlite" else None
-
-
-def open_storage(url: str, options: SearchOptions) -> optuna.storages.RDBStorage:
-    import optuna
-
-    quiet_optuna()
-    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    for attempt in range(5):
-        try:
-            return optuna.storages.RDBStorage(
-                url,
-                engine_kwargs=engine_kwargs,
-                heartbeat_interval=options.heartbeat,
-                grace_period=4 * options.heartbeat,
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                    max_retry=options.max_retry
-                ),
-            )
-        except ImportError as err:
-            raise SearchError(
-                f"storage {url}: {err} (PostgreSQL needs `pip install dmlbench[postgres]`)"
-            ) from err
-        except Exception as err:  # sqlalchemy errors: say which URL failed
-            # Two workers creating the tables of a fresh database race; the loser retries.
-            if "IntegrityError" in type(err).__name__ and attempt < 4:
-                time.sleep(1.0 + attempt)
-                continue
-            raise SearchError(
-                f"storage {url}: {type(err).__name__}: {err}".splitlines()[0]
-            ) from err
-    raise AssertionError("unreachable")
-
-
-@contextmanager
-def claim_lock(storage: Any, url: str, name: str) -> Iterator[None]:
-    """One worker at a time looks at the budget and claims a trial."""
-    if url.startswith("postgresql"):
-        from sqlalchemy import text
-
-        key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
-        with storage.engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
-            try:
-                yield
-            finally:
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-        return
-    import fcntl
-
-    db = sqlite_path(url) or "/tmp/dmlbench-optuna"
-    lock = Path(f"{db}.{hashlib.sha256(name.encode()).hexdigest()[:12]}.lock")
-    with open(lock, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- budget
@@ -433,7 +232,7 @@ def tune(
     """
     import torch
 
-    from dmlbench.search_worker import run_worker, spawn_workers
+    from dmlbench.search.worker import run_worker, spawn_workers
 
     quiet_optuna()
     url = storage_url(options, run.results_dir)
@@ -444,7 +243,7 @@ def tune(
     metric = objective_metric(protocol, train_split.label_kind)
     if finished >= protocol.search.trials:  # resumed: nothing left
         return selection(study, metric)
-    from dmlbench.distributed import current
+    from dmlbench.engine.distributed import current
 
     if current().is_distributed:
         raise SearchError(

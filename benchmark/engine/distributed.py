@@ -173,18 +173,3 @@ def all_gather_tensor(x: torch.Tensor) -> torch.Tensor:
     parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, x.contiguous())
     return torch.cat(parts, dim=0)
-
-
-def faiss_flat_l2(dim: int, use_gpu: bool = True) -> Any:
-    """An exact L2 index on the first GPU when faiss-gpu and a GPU are present, else on CPU."""
-    import faiss
-
-    index = faiss.IndexFlatL2(dim)
-    if use_gpu and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
-        if not _GPU_RESOURCES:
-            _GPU_RESOURCES.append(faiss.StandardGpuResources())  # must outlive the index
-        return faiss.index_cpu_to_gpu(_GPU_RESOURCES[0], 0, index)
-    return index
-
-
-_GPU_RESOURCES: list[Any] = []

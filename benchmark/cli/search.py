@@ -21,10 +21,10 @@ EPILOG = """examples:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from dmlbench.cli_options import apply_budget, resolve_methods, search_options
+    from dmlbench.cli.options import apply_budget, resolve_methods, search_options
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
-    from dmlbench.runner import RunOptions
+    from dmlbench.run import RunOptions
 
     load_plugins(args.plugin)
     protocol = apply_budget(load_protocol(args.protocol), args)
@@ -60,7 +60,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _status(protocol: Any, methods: list[str], run: Any) -> int:
     import optuna
 
-    from dmlbench.search import count_trials, open_storage, quiet_optuna, storage_url, study_name
+    from dmlbench.search.storage import open_storage, quiet_optuna, storage_url
+    from dmlbench.search.study import count_trials, study_name
 
     quiet_optuna()
     url = storage_url(run.search, run.results_dir)
@@ -86,7 +87,7 @@ def _status(protocol: Any, methods: list[str], run: Any) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    from dmlbench.cli_options import add_budget_options, add_common_options
+    from dmlbench.cli.options import add_budget_options, add_common_options
 
     p = subparsers.add_parser(
         "search",

@@ -23,7 +23,7 @@ from typing import Any
 from dmlbench.records import Record
 
 THREADS = 1
-UNTRAINED = "untrained"  # dmlbench.runner.UNTRAINED, without importing torch for --help
+UNTRAINED = "untrained"  # dmlbench.run.UNTRAINED, without importing torch for --help
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ def default_jobs() -> int:
 
 def leaderboard_threads() -> AbstractContextManager[None]:
     """``THREADS`` torch threads inside, the caller's count restored after (the runner's
-    :func:`~dmlbench.runner.torch_threads`)."""
-    from dmlbench.runner import torch_threads
+    :func:`~dmlbench.run.torch_threads`)."""
+    from dmlbench.run import torch_threads
 
     return torch_threads(THREADS)
 
@@ -60,7 +60,7 @@ def leaderboard_threads() -> AbstractContextManager[None]:
 def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, list[Record]]:
     """Seconds and the task's records in seed order (the untrained row is reused from
     ``work`` when another task made it, and computed otherwise)."""
-    from dmlbench.runner import RunOptions, run_protocol
+    from dmlbench.run import RunOptions, run_protocol
 
     start = time.perf_counter()
     options = RunOptions(

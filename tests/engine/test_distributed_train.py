@@ -33,8 +33,8 @@ def protocol():  # type: ignore[no-untyped-def]
 
 def train_once(out: Path | None) -> dict[str, torch.Tensor]:
     from dmlbench.data import load_data
+    from dmlbench.engine.train import train
     from dmlbench.methods import create_method
-    from dmlbench.train import train
 
     p = protocol()
     data = load_data(p)
@@ -52,7 +52,7 @@ def rank_main(rank: int, port: int, out: str, cache: str) -> None:
         LOCAL_RANK=str(rank),
         DMLBENCH_CACHE=cache,
     )
-    from dmlbench import distributed
+    from dmlbench.engine import distributed
 
     distributed.init_from_env("gloo")
     try:

@@ -16,8 +16,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from dmlbench import distributed
 from dmlbench.data.samplers import ClassBalancedBatchSampler
+from dmlbench.engine import distributed
 from dmlbench.errors import DmlbenchError
 
 WORLD = 2
@@ -134,7 +134,9 @@ def test_uneven_split_is_refused() -> None:
 
 
 def test_faiss_index_falls_back_to_cpu() -> None:
-    index = distributed.faiss_flat_l2(4)
+    from dmlbench.metrics.retrieval import faiss_flat_l2
+
+    index = faiss_flat_l2(4)
     index.add(np.eye(4, dtype=np.float32))
     _, nearest = index.search(np.eye(4, dtype=np.float32), 1)
     assert nearest[:, 0].tolist() == [0, 1, 2, 3]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dmlbench.cli import build_parser, main
+from dmlbench.cli.main import build_parser, main
 from tests.test_protocol import BASE
 
 SUBCOMMANDS = ["run", "report", "list", "validate"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dmlbench.data.base import ArrayImages, Split
-from dmlbench.evaluate_continuous import evaluate_continuous
+from dmlbench.metrics.continuous import evaluate_continuous
 from dmlbench.protocol import MetricsSpec
 
 

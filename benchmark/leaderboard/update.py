@@ -1,10 +1,10 @@
 """``dmlbench check --update``: regenerate the embedded leaderboard and its tolerances.
 
-Runs seeds ``SPREAD_SEEDS`` of every entry (:mod:`dmlbench.check_runs`, ``--jobs`` at a time,
-resumable from the work folder), derives each metric's tolerance from their spread
-(:func:`dmlbench.check.spread`, :func:`dmlbench.check.typical_std`), and writes the seed-0
-records, ``tolerances.yaml`` (with the machine it ran on) and the report. What the leaderboard
-is and how it is checked: :mod:`dmlbench.check`.
+Runs seeds ``SPREAD_SEEDS`` of every entry (:mod:`dmlbench.leaderboard.tasks`, ``--jobs`` at a
+time, resumable from the work folder), derives each metric's tolerance from their spread
+(:func:`~dmlbench.leaderboard.tolerances.spread`, :func:`~.tolerances.typical_std`),
+and writes the seed-0 records, ``tolerances.yaml`` (with the machine it ran on) and the report.
+What the leaderboard is and how it is checked: :mod:`dmlbench.leaderboard.check`.
 """
 
 from __future__ import annotations
@@ -19,25 +19,28 @@ from typing import Any
 
 import yaml
 
-from dmlbench import check
-from dmlbench.check import (
-    FLOOR,
+from dmlbench.errors import DmlbenchError
+from dmlbench.leaderboard import check
+from dmlbench.leaderboard.check import (
     LEADERBOARD_HPARAMS,
-    RULE,
     SEED,
+    expected_hparams,
+    leaderboard_overrides,
+)
+from dmlbench.leaderboard.tasks import THREADS, UNTRAINED, Task, run_tasks
+from dmlbench.leaderboard.tolerances import (
+    FLOOR,
+    RULE,
     SPREAD_SEEDS,
     TOLERANCES,
     K,
     ProtocolTolerances,
+    Spread,
     Tolerances,
-    expected_hparams,
-    leaderboard_overrides,
     load_tolerances,
     spread,
     typical_std,
 )
-from dmlbench.check_runs import THREADS, UNTRAINED, Task, run_tasks
-from dmlbench.errors import DmlbenchError
 from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
 
 COMMAND = "dmlbench check --update"
@@ -70,10 +73,7 @@ def update_leaderboard(
     """Run seeds ``SPREAD_SEEDS`` of every entry in ``work`` (resumable), write the seed-0
     records and ``tolerances.yaml`` into ``lb_dir`` and the report into ``reports_dir``.
 
-    Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.check_runs`)."""
-    from dmlbench.data import load_data
-    from dmlbench.records import load_record
-
+    Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.leaderboard.tasks`)."""
     old = load_tolerances(lb_dir)
     protocols_out = dict(old.protocols) if old else {}
     protocols = {n: check.leaderboard_protocol(n) for n in names}
@@ -82,26 +82,8 @@ def update_leaderboard(
         methods,
         {n: [UNTRAINED, *check.leaderboard_methods(p)] for n, p in protocols.items()},
     )
-    fingerprints: dict[str, str] = {}
-    tasks: list[Task] = []
-    for n, protocol in protocols.items():
-        fingerprints[n] = load_data(protocol).fingerprint
-        prev = protocols_out.get(n)
-        if methods is not None and (
-            prev is None or (prev.hash, prev.data_fingerprint) != (protocol.hash, fingerprints[n])
-        ):
-            raise DmlbenchError(
-                f"{n}: the protocol or data changed since the leaderboard was "
-                f"made; regenerate all of it: dmlbench check --update --protocol {n}"
-            )
-        for m in chosen[n]:
-            overrides = leaderboard_overrides(m)
-            for s in SPREAD_SEEDS if m != UNTRAINED else ():
-                path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
-                stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
-                tasks.append(Task(n, protocol, m, (s,), LEADERBOARD_HPARAMS.get(m), stale))
-            if m == UNTRAINED:
-                tasks.append(Task(n, protocol, m, SPREAD_SEEDS))
+    fingerprints = _fingerprints(protocols, protocols_out, partial=methods is not None)
+    tasks = _tasks(protocols, chosen, work)
     records: dict[tuple[str, str], dict[int, Record]] = {}
     count: list[Task] = []
 
@@ -120,13 +102,7 @@ def update_leaderboard(
     for n, protocol in protocols.items():
         prev = protocols_out.get(n)
         spreads = dict(prev.methods) if methods is not None and prev else {}
-        for m in chosen[n]:
-            by_seed = records[n, m]
-            common = set.intersection(*(set(by_seed[s].metrics) for s in SPREAD_SEEDS))
-            spreads[m] = {
-                metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
-                for metric in sorted(common)
-            }
+        spreads |= {m: _spreads(records[n, m]) for m in chosen[n]}
         typical = typical_std(spreads)
         spreads = {
             m: {metric: s.with_typical(typical[metric]) for metric, s in entry.items()}
@@ -145,6 +121,62 @@ def update_leaderboard(
         protocols_out[n] = ProtocolTolerances(
             hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
         )
+    tolerances = _write_tolerances(lb_dir, protocols_out, jobs)
+    write_report(lb_dir, reports_dir)
+    return tolerances
+
+
+def _fingerprints(
+    protocols: dict[str, Any], committed: dict[str, ProtocolTolerances], partial: bool
+) -> dict[str, str]:
+    """Each protocol's data fingerprint; a partial update (some methods) of a board made
+    under another protocol hash or data is refused: the whole board must be regenerated."""
+    from dmlbench.data import load_data
+
+    out = {}
+    for n, protocol in protocols.items():
+        out[n] = load_data(protocol).fingerprint
+        prev = committed.get(n)
+        if partial and (
+            prev is None or (prev.hash, prev.data_fingerprint) != (protocol.hash, out[n])
+        ):
+            raise DmlbenchError(
+                f"{n}: the protocol or data changed since the leaderboard was "
+                f"made; regenerate all of it: dmlbench check --update --protocol {n}"
+            )
+    return out
+
+
+def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) -> list[Task]:
+    """One task per (entry, seed); the untrained rows, cheap, as one task per protocol. A
+    record in ``work`` made with other hyper-parameters than today's defaults is stale."""
+    from dmlbench.records import load_record
+
+    tasks: list[Task] = []
+    for n, protocol in protocols.items():
+        for m in chosen[n]:
+            overrides = leaderboard_overrides(m)
+            for s in SPREAD_SEEDS if m != UNTRAINED else ():
+                path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
+                stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
+                tasks.append(Task(n, protocol, m, (s,), LEADERBOARD_HPARAMS.get(m), stale))
+            if m == UNTRAINED:
+                tasks.append(Task(n, protocol, m, SPREAD_SEEDS))
+    return tasks
+
+
+def _spreads(by_seed: dict[int, Record]) -> dict[str, Spread]:
+    """Per metric the entry has on every seed, its values over ``SPREAD_SEEDS``."""
+    common = set.intersection(*(set(by_seed[s].metrics) for s in SPREAD_SEEDS))
+    return {
+        metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
+        for metric in sorted(common)
+    }
+
+
+def _write_tolerances(
+    lb_dir: Path, protocols: dict[str, ProtocolTolerances], jobs: int
+) -> Tolerances:
     tolerances = Tolerances(
         seeds=list(SPREAD_SEEDS),
         k=K,
@@ -153,7 +185,7 @@ def update_leaderboard(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         machine=machine(jobs),
         hparams=LEADERBOARD_HPARAMS,
-        protocols=protocols_out,
+        protocols=protocols,
     )
     header = (
         "# Tolerances of the embedded leaderboard (dmlbench check). Generated by\n"
@@ -161,7 +193,6 @@ def update_leaderboard(
     )
     body = yaml.safe_dump(tolerances.model_dump(mode="json"), sort_keys=False)
     atomic_write_text(lb_dir / TOLERANCES, header + body)
-    write_report(lb_dir, reports_dir)
     return tolerances
 
 

@@ -15,7 +15,7 @@ max(std, typical std)`` (``K = 3``). Only a metric whose spread is exactly 0 eve
 count such as ``queries``) gets the absolute floor ``FLOOR`` instead, so a re-run must
 reproduce it. The committed numbers are the seed-0 records; seeds 1 and 2 stay in the work
 folder, their values in ``tolerances.yaml``. Every run uses one torch thread
-(:mod:`dmlbench.check_runs` says why), so a re-run on the same kind of machine reproduces the
+(:mod:`dmlbench.leaderboard.tasks` says why), so a re-run on the same kind of machine reproduces the
 committed numbers exactly and the tolerance only matters when the code changed.
 
 ``dmlbench check`` re-runs seed 0 of every entry in a temporary folder with the committed
@@ -33,23 +33,17 @@ since the leaderboard was made is re-run with the committed hyper-parameters, wi
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict
-
-from dmlbench.check_runs import UNTRAINED, Task, default_jobs, run_tasks
 from dmlbench.errors import DmlbenchError
+from dmlbench.leaderboard.tasks import UNTRAINED, Task, run_tasks
+from dmlbench.leaderboard.tolerances import TOLERANCES, Spread, Tolerances, load_tolerances
 from dmlbench.records import Record, load_records
 
 LEADERBOARD: dict[str, str] = {"glyphs-mini": "glyphs-mini", "poses-mini": "poses-mini"}
@@ -59,60 +53,6 @@ LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
 # within CI's time budget; the catalogue's own tests guard those losses meanwhile.
 LEADERBOARD_CATALOGUE: tuple[str, ...] = ()
 SEED = 0
-SPREAD_SEEDS = (0, 1, 2)
-K = 3.0
-FLOOR = 0.005
-TOLERANCES = "tolerances.yaml"
-RULE = (
-    "tolerance = k * max(std, typical_std): std = sample std of the entry's metric over the "
-    "seeds (ddof=1), typical_std = median of that std over the protocol's trained entries; "
-    "floor only when both are 0"
-)
-
-EPILOG = """examples:
-  dmlbench check                                  # both protocols, every method
-  dmlbench check --protocol glyphs-mini --method contrastive,untrained
-  dmlbench check --update                         # regenerate: seeds 0-2, tolerances, report
-"""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Spread(_Strict):
-    """One metric of one entry: its value per seed, their std, the protocol's typical std
-    of that metric and the tolerance (``RULE``)."""
-
-    values: list[float]
-    std: float
-    typical_std: float = 0.0
-    tolerance: float
-
-    def with_typical(self, typical: float, k: float = K, floor: float = FLOOR) -> Spread:
-        wide = max(self.std, typical)
-        return self.model_copy(
-            update={"typical_std": typical, "tolerance": k * wide if wide > 0 else floor}
-        )
-
-
-class ProtocolTolerances(_Strict):
-    hash: str
-    data_fingerprint: str
-    methods: dict[str, dict[str, Spread]]
-
-
-class Tolerances(_Strict):
-    """``tolerances.yaml``: how the tolerances were derived, and the tolerances."""
-
-    seeds: list[int]
-    k: float
-    floor: float
-    rule: str
-    created: str
-    machine: dict[str, Any]
-    hparams: dict[str, dict[str, Any]]
-    protocols: dict[str, ProtocolTolerances]
 
 
 @dataclass
@@ -174,37 +114,6 @@ def expected_hparams(method: str) -> dict[str, Any]:
         "samples_per_class": cls.samples_per_class,
         **LEADERBOARD_HPARAMS.get(method, {}),
     }
-
-
-def spread(values: list[float], k: float = K, floor: float = FLOOR) -> Spread:
-    """Sample std (ddof=1) of ``values`` and ``k·std``; ``floor`` only when std is exactly 0."""
-    n = len(values)
-    mean = sum(values) / n
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return Spread(values=values, std=std, tolerance=k * std if std > 0 else floor)
-
-
-def typical_std(spreads: dict[str, dict[str, Spread]]) -> dict[str, float]:
-    """Per metric, the median over the trained entries of their seed-to-seed std.
-
-    Three seeds give a noisy std: by chance it can come out several times smaller than the
-    metric's real spread (poses-mini's triplet-dense got 0.0009 for ndcg@1, a tenth of the
-    protocol's typical 0.010), which would fail a harmless change. The tolerance therefore
-    never goes below ``k`` times what is typical for that metric under that protocol.
-    """
-    trained = {m: e for m, e in spreads.items() if m != UNTRAINED} or spreads
-    metrics = {metric for entry in trained.values() for metric in entry}
-    return {
-        metric: statistics.median(e[metric].std for e in trained.values() if metric in e)
-        for metric in sorted(metrics)
-    } | {metric: 0.0 for entry in spreads.values() for metric in entry if metric not in metrics}
-
-
-def load_tolerances(lb_dir: Path) -> Tolerances | None:
-    path = lb_dir / TOLERANCES
-    if not path.is_file():
-        return None
-    return Tolerances.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
 
 
 def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Record]]]:
@@ -294,7 +203,7 @@ def run_check(
     """Re-run the chosen entries in a temporary folder; one row per metric.
 
     ``jobs`` entries run side by side, longest first (by the committed record's wall time),
-    one torch thread each (:mod:`dmlbench.check_runs`), so the numbers do not depend on it.
+    one torch thread each (:mod:`dmlbench.leaderboard.tasks`), so the numbers do not depend on it.
     ``on_entry(protocol, method, seconds, record)`` is called after each entry
     (``dmlbench.perf.check`` times them with it).
     """
@@ -386,118 +295,3 @@ def format_rows(rows: list[Row]) -> str:
         ).rstrip()
         for line in [head, *body]
     )
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    lb_dir = Path(args.leaderboard_dir)
-    names = [args.protocol] if args.protocol else None
-    start, cpu_start, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
-    jobs = args.jobs or default_jobs()
-    progress = not args.no_progress and jobs == 1
-    if args.update:
-        from dmlbench.check_update import default_work_dir, update_leaderboard
-
-        work = Path(args.work_dir) if args.work_dir else default_work_dir()
-        update_leaderboard(
-            lb_dir,
-            Path(args.reports_dir),
-            work,
-            names or list(LEADERBOARD),
-            args.method,
-            progress=progress,
-            jobs=jobs,
-        )
-        print(f"written: {lb_dir / TOLERANCES}, the seed-{SEED} records and {args.reports_dir}")
-        failed: list[Row] = []
-    else:
-        rows = run_check(lb_dir, names, args.method, progress=progress, jobs=jobs)
-        print(format_rows(rows))
-        failed = [r for r in rows if not r.ok]
-        if failed:
-            moved = "; ".join(
-                f"{r.protocol}/{r.method} {r.metric} ({r.diff:+.4f}, tolerance {r.tolerance:.4f})"
-                for r in failed
-            )
-            print(
-                f"check FAILED: {len(failed)} of {len(rows)} metrics moved more than their "
-                f"tolerance: {moved}"
-            )
-        else:
-            print(f"check passed: {len(rows)} metrics within tolerance")
-    wall, cpu = time.perf_counter() - start, _cpu_seconds() - cpu_start
-    print(
-        f"total wall time {wall // 60:.0f} min {wall % 60:04.1f} s, CPU time "
-        f"{cpu // 60:.0f} min {cpu % 60:04.1f} s (load average {load:.2f} at start, "
-        f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
-    )
-    return 1 if failed else 0
-
-
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished child processes (the ``--jobs``)."""
-    import resource
-
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
-
-
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "check",
-        help="re-run the embedded leaderboard and fail when a metric moved",
-        description="Re-run seed 0 of every committed leaderboard entry (glyphs-mini and "
-        "poses-mini, paper-default hyper-parameters) in a temporary folder, print a diff table "
-        "and exit 1 when a metric moved more than its tolerance (k × the std over seeds 0-2, "
-        f"k = {K:g}, stored in {TOLERANCES}). Exit 2 when the shipped protocol or the data "
-        "changed since the leaderboard was made. --update regenerates the leaderboard.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--protocol",
-        choices=sorted(LEADERBOARD),
-        default=None,
-        help="only this protocol (default: both)",
-    )
-    p.add_argument(
-        "--method",
-        type=_csv,
-        default=None,
-        help="comma-separated subset of entries, e.g. contrastive,untrained",
-    )
-    p.add_argument(
-        "--leaderboard-dir",
-        default="results/leaderboard",
-        help="committed leaderboard (default: results/leaderboard)",
-    )
-    p.add_argument(
-        "--update",
-        action="store_true",
-        help="regenerate instead of checking: run seeds 0,1,2, write the seed-0 "
-        f"records, {TOLERANCES} and the report (slow: about 3 checks)",
-    )
-    p.add_argument(
-        "--reports-dir",
-        default="reports/leaderboard",
-        help="with --update: where the report goes (default: reports/leaderboard)",
-    )
-    p.add_argument(
-        "--work-dir",
-        default=None,
-        help="with --update: records of all seeds, reused when the update is "
-        "interrupted (default: $DMLBENCH_CACHE/leaderboard-runs)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=0,
-        help="runs side by side, one torch thread each, as the leaderboard was made; the "
-        "numbers do not depend on it (default: the number of CPUs, at most 8; 1 shows "
-        "progress bars)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
-    p.set_defaults(func=cmd_check)

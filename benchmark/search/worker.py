@@ -2,7 +2,7 @@
 
 Workers are interchangeable: the one inside ``dmlbench run``, the extra processes of
 ``--workers N`` and ``dmlbench search`` on other machines all run :func:`run_worker` against
-the same study. See :mod:`dmlbench.search` for the budget rules.
+the same study. See :mod:`dmlbench.search.study` for the budget rules.
 """
 
 from __future__ import annotations
@@ -17,35 +17,25 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dmlbench.checkpoint import TrainingInterrupted
 from dmlbench.data.base import Split
+from dmlbench.engine.checkpoint import TrainingInterrupted
 from dmlbench.errors import NonFiniteLossError
-from dmlbench.methods import METHODS, create_method
+from dmlbench.methods import METHODS, HParams, create_method
 from dmlbench.protocol import MetricsSpec, Protocol
-from dmlbench.search import (
-    SearchOptions,
-    _reap_local_dead,
-    claim_lock,
-    count_trials,
-    make_pruner,
-    objective_metric,
-    open_storage,
-    quiet_optuna,
-    study_name,
-    validation_folds,
-    validation_metrics,
-)
+from dmlbench.search.storage import SearchOptions, claim_lock, open_storage, quiet_optuna
+from dmlbench.search.study import _reap_local_dead, count_trials, make_pruner, study_name
+from dmlbench.search.validation import objective_metric, validation_folds, validation_metrics
 
 if TYPE_CHECKING:
     import optuna
     from torch import nn
 
-    from dmlbench.runner import RunOptions
+    from dmlbench.run import RunOptions
 
 log = logging.getLogger(__name__)
 
@@ -163,60 +153,22 @@ def _run_trial(
     import optuna
     from optuna.trial import TrialState
 
-    from dmlbench.train import resolve_device, train
-
     start = time.perf_counter()
-    seed = protocol.seeds[0]
     metric = objective_metric(protocol, train_split.label_kind)
-    spec = validation_metrics(protocol, metric)
-    v = protocol.search.validation
-    folds = validation_folds(train_split, v.folds, v.fraction, seed)
-    device = resolve_device(run.device)
+    v = protocol.search.validation  # a split too small to carve folds from stops the search
+    folds = validation_folds(train_split, v.folds, v.fraction, protocol.seeds[0])
     hparams = METHODS.get(method).search_space(ExactBatchTrial(trial, protocol.batch.size))
     trial.set_user_attr("hparams", hparams)
-    curve: list[dict[str, float]] = []
-    scores: list[list[float]] = []
-    steps, train_seconds = 0, 0.0
+    log_ = _TrialLog()
     state, value, reason = TrialState.COMPLETE, math.nan, ""
     try:
-        for f, (tr_idx, va_idx) in enumerate(folds):
-            tr, va = train_split.subset(tr_idx), train_split.subset(va_idx)
-            fold_scores: list[float] = []
-            scores.append(fold_scores)
-
-            def hook(epoch: int, model: nn.Module, f: int = f, va: Split = va) -> dict[str, float]:
-                score = _score(model, va, spec, metric, device, seed)
-                scores[f].append(score)
-                curve.append({"fold": float(f), "epoch": float(epoch), f"val_{metric}": score})
-                trial.report(score, f * protocol.optim.epochs + epoch)
-                if trial.should_prune():
-                    raise optuna.TrialPruned(f"pruned after fold {f} epoch {epoch}")
-                return {f"val_{metric}": score}
-
-            result = train(
-                protocol,
-                create_method(method, hparams, tr.num_classes, protocol.model.embedding_size),
-                tr,
-                seed,
-                device=device,
-                max_steps=run.max_steps,
-                on_epoch_end=hook,
-                progress=run.progress,
-                accel=run.accel,
-            )
-            steps, train_seconds = steps + result.steps, train_seconds + result.train_seconds
-            if not fold_scores:  # --max-steps ended training inside the first epoch
-                fold_scores.append(_score(result.model, va, spec, metric, device, seed))
-                curve.append({"fold": float(f), "epoch": 0.0, f"val_{metric}": fold_scores[0]})
-        n = min(len(s) for s in scores)
-        mean_curve = np.mean([s[:n] for s in scores], axis=0)
-        best_epoch = int(np.argmax(mean_curve))
-        value = float(mean_curve[best_epoch])
-        trial.set_user_attr("best_epoch", best_epoch)
+        value = _train_folds(
+            trial, protocol, method, train_split, folds, hparams, metric, run, log_
+        )
         study.tell(trial, value)
     except optuna.TrialPruned:
         state = TrialState.PRUNED
-        value = scores[-1][-1] if scores and scores[-1] else math.nan
+        value = log_.scores[-1][-1] if log_.scores and log_.scores[-1] else math.nan
         study.tell(trial, state=TrialState.PRUNED)
     except NonFiniteLossError as err:
         state, reason = TrialState.FAIL, str(err)
@@ -235,21 +187,88 @@ def _run_trial(
         study.tell(trial, state=TrialState.FAIL)
         log.exception("trial %d of %s failed; the study goes on", trial.number, method)
     _write_trial_record(
-        protocol, method, trial, hparams, fingerprint, run, metric, value, curve,
+        protocol, method, trial, hparams, fingerprint, run, metric, value, log_.curve,
         {"state": state.name.lower(), "study": study.study_name, "reason": reason},
-        steps, train_seconds, time.perf_counter() - start,
+        log_.steps, log_.train_seconds, time.perf_counter() - start,
     )  # fmt: skip
     if state == TrialState.FAIL:
         return f"failed: {reason}"
     return f"{metric} {value:.4f}" + (" (pruned)" if state == TrialState.PRUNED else "")
 
 
+@dataclass
+class _TrialLog:
+    """What a trial has done so far; kept when it is pruned or fails, for its record."""
+
+    curve: list[dict[str, float]] = field(default_factory=list)
+    scores: list[list[float]] = field(default_factory=list)  # per fold, per epoch
+    steps: int = 0
+    train_seconds: float = 0.0
+
+
+def _train_folds(
+    trial: optuna.Trial,
+    protocol: Protocol,
+    method: str,
+    train_split: Split,
+    folds: list[tuple[np.ndarray, np.ndarray]],
+    hparams: HParams,
+    metric: str,
+    run: RunOptions,
+    log_: _TrialLog,
+) -> float:
+    """Train on each validation fold's rest, score the fold after every epoch (pruning may
+    stop it), and return the best epoch's mean score over the folds (recorded as best_epoch)."""
+    import optuna
+
+    from dmlbench.engine.train import resolve_device, train
+
+    seed = protocol.seeds[0]
+    spec = validation_metrics(protocol, metric)
+    device = resolve_device(run.device)
+    for f, (tr_idx, va_idx) in enumerate(folds):
+        tr, va = train_split.subset(tr_idx), train_split.subset(va_idx)
+        fold_scores: list[float] = []
+        log_.scores.append(fold_scores)
+
+        def hook(epoch: int, model: nn.Module, f: int = f, va: Split = va) -> dict[str, float]:
+            score = _score(model, va, spec, metric, device, seed)
+            log_.scores[f].append(score)
+            log_.curve.append({"fold": float(f), "epoch": float(epoch), f"val_{metric}": score})
+            trial.report(score, f * protocol.optim.epochs + epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned after fold {f} epoch {epoch}")
+            return {f"val_{metric}": score}
+
+        result = train(
+            protocol,
+            create_method(method, hparams, tr.num_classes, protocol.model.embedding_size),
+            tr,
+            seed,
+            device=device,
+            max_steps=run.max_steps,
+            on_epoch_end=hook,
+            progress=run.progress,
+            accel=run.accel,
+        )
+        log_.steps += result.steps
+        log_.train_seconds += result.train_seconds
+        if not fold_scores:  # --max-steps ended training inside the first epoch
+            fold_scores.append(_score(result.model, va, spec, metric, device, seed))
+            log_.curve.append({"fold": float(f), "epoch": 0.0, f"val_{metric}": fold_scores[0]})
+    n = min(len(s) for s in log_.scores)
+    mean_curve = np.mean([s[:n] for s in log_.scores], axis=0)
+    best_epoch = int(np.argmax(mean_curve))
+    trial.set_user_attr("best_epoch", best_epoch)
+    return float(mean_curve[best_epoch])
+
+
 def _score(
     model: nn.Module, split: Split, spec: MetricsSpec, metric: str, device: Any, seed: int
 ) -> float:
-    from dmlbench.evaluate import evaluate
-    from dmlbench.evaluate_continuous import evaluate_continuous
-    from dmlbench.train import embed
+    from dmlbench.engine.train import embed
+    from dmlbench.metrics.continuous import evaluate_continuous
+    from dmlbench.metrics.retrieval import evaluate
 
     emb = embed(model, split, device)
     if split.label_kind == "continuous":

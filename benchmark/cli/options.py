@@ -123,7 +123,7 @@ def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
         if not 0 <= seed <= MAX_SEED:  # numpy's legacy seeding takes 32 bits
             raise DmlbenchError(f"--seed {seed}: seeds must be in [0, {MAX_SEED}]")
     if getattr(args, "device", None) is not None:
-        from dmlbench.train import resolve_device
+        from dmlbench.engine.train import resolve_device
 
         resolve_device(args.device)
     for item in getattr(args, "hparam", None) or []:

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dmlbench import check, check_update
-from dmlbench.cli import main
+from dmlbench.cli.main import main
+from dmlbench.leaderboard import check, tolerances
+from dmlbench.leaderboard import update as check_update
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_record
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = "glyphs-tiny"
 
 
@@ -61,11 +62,11 @@ def committed_record(board: Path, method: str) -> Path:
 
 
 def test_spread_is_k_times_sample_std_with_floor_only_at_zero() -> None:
-    s = check.spread([1.0, 2.0, 3.0], k=3.0, floor=0.01)
+    s = tolerances.spread([1.0, 2.0, 3.0], k=3.0, floor=0.01)
     assert s.std == pytest.approx(1.0) and s.tolerance == pytest.approx(3.0)
-    z = check.spread([0.5, 0.5, 0.5], k=3.0, floor=0.01)
+    z = tolerances.spread([0.5, 0.5, 0.5], k=3.0, floor=0.01)
     assert z.std == 0.0 and z.tolerance == 0.01
-    tiny = check.spread([0.5, 0.5, 0.5001], k=3.0, floor=0.01)
+    tiny = tolerances.spread([0.5, 0.5, 0.5001], k=3.0, floor=0.01)
     assert 0 < tiny.tolerance < 0.01  # the floor is not a minimum, only for zero spread
 
 
@@ -81,15 +82,15 @@ def test_update_writes_seed0_records_tolerances_and_report(built: Path) -> None:
     board = built / "leaderboard"
     records = sorted(p.name for p in board.rglob("*.json"))
     assert records == ["contrastive-seed0-final.json", "untrained-seed0-final.json"]
-    tol = check.load_tolerances(board)
-    assert tol is not None and tol.seeds == [0, 1, 2] and tol.k == check.K
+    tol = tolerances.load_tolerances(board)
+    assert tol is not None and tol.seeds == [0, 1, 2] and tol.k == tolerances.K
     entry = tol.protocols[TINY].methods["contrastive"]
     record = load_record(committed_record(board, "contrastive"))
     assert set(entry) == set(record.metrics)
     for metric, s in entry.items():
         assert len(s.values) == 3 and s.values[0] == record.metrics[metric]  # seed 0 committed
         wide = max(s.std, s.typical_std)
-        assert s.tolerance == (check.K * wide if wide > 0 else check.FLOOR)
+        assert s.tolerance == (tolerances.K * wide if wide > 0 else tolerances.FLOOR)
     assert entry["recall@1"].std > 0  # seeds do differ: the spread is measured
     assert len({*entry["recall@1"].values}) == 3
     assert any(p.suffix == ".md" and p.name.startswith(TINY) for p in (built / "reports").iterdir())
@@ -108,7 +109,7 @@ def test_unchanged_leaderboard_passes(board: Path, capsys: pytest.CaptureFixture
 def test_moved_number_fails_naming_method_and_metric(
     board: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tol = check.load_tolerances(board)
+    tol = tolerances.load_tolerances(board)
     assert tol is not None
     spreads = tol.protocols[TINY].methods["contrastive"]
     path = committed_record(board, "contrastive")
@@ -164,11 +165,11 @@ def test_runs_use_one_torch_thread_and_restore_the_callers(monkeypatch: pytest.M
     after epochs more, between thread counts); the caller's thread count comes back."""
     import torch
 
-    from dmlbench import check_runs
+    from dmlbench.leaderboard import tasks as check_runs
 
     seen = []
     monkeypatch.setattr(
-        "dmlbench.runner.run_protocol", lambda *a, **k: seen.append(torch.get_num_threads()) or []
+        "dmlbench.run.run_protocol", lambda *a, **k: seen.append(torch.get_num_threads()) or []
     )
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -255,9 +256,9 @@ def test_editing_a_committed_number_fails_the_check(
     argv = ["check", "--leaderboard-dir", str(board), "--protocol", "poses-mini"]
     argv += ["--method", "untrained", "--no-progress"]
     assert main(argv) == 0, capsys.readouterr()
-    tolerances = check.load_tolerances(board)
-    assert tolerances is not None
-    tolerance = tolerances.protocols["poses-mini"].methods["untrained"]["ndcg@10"].tolerance
+    tol = tolerances.load_tolerances(board)
+    assert tol is not None
+    tolerance = tol.protocols["poses-mini"].methods["untrained"]["ndcg@10"].tolerance
     path = next(p for p in board.rglob("untrained-seed0-final.json") if "poses-mini" in str(p))
     data = json.loads(path.read_text())
     data["metrics"]["ndcg@10"] += 2 * tolerance

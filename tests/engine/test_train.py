@@ -7,10 +7,10 @@ import torch
 from torch import nn
 
 from dmlbench.data import load_data
+from dmlbench.engine.train import train
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import create_method
-from dmlbench.runner import RunOptions, run_protocol
-from dmlbench.train import train
+from dmlbench.run import RunOptions, run_protocol
 
 
 def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path) -> None:  # type: ignore[no-untyped-def]

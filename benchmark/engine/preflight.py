@@ -15,10 +15,10 @@ from __future__ import annotations
 import torch
 
 from dmlbench.data.base import Split
+from dmlbench.engine.train import _collate, image_channels, init_model, training_targets
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import create_method
 from dmlbench.protocol import Protocol
-from dmlbench.train import _collate, image_channels, init_model, training_targets
 
 # The texts torch and the C allocator use for an allocation that failed (CPU and CUDA).
 OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory")

@@ -7,7 +7,7 @@ import pytest
 import torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
-from dmlbench.evaluate import evaluate, knn, l2_normalize
+from dmlbench.metrics.retrieval import evaluate, knn, l2_normalize
 from dmlbench.protocol import MetricsSpec
 
 SPEC = MetricsSpec(recall_at=[1, 2, 4, 8], nmi=False)
@@ -139,7 +139,7 @@ def _stable_reference_knn(q: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
 @pytest.mark.parametrize("levels", [2, 3, 5])
 def test_ties_are_broken_by_gallery_index_on_quantised_embeddings(levels: int) -> None:
     """Heavily quantised embeddings have many exact ties; the order must not be faiss's."""
-    from dmlbench.evaluate import knn
+    from dmlbench.metrics.retrieval import knn
 
     rng = np.random.default_rng(levels)
     g = (rng.integers(0, levels, size=(400, 8)) / levels).astype(np.float32)

@@ -1,0 +1,137 @@
+"""``dmlbench check``: the leaderboard regression check (and ``--update``) from the shell.
+
+What is checked and how the tolerances are derived: :mod:`dmlbench.leaderboard.check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from dmlbench.leaderboard.check import LEADERBOARD, SEED, Row, format_rows, run_check
+from dmlbench.leaderboard.tasks import default_jobs
+from dmlbench.leaderboard.tolerances import TOLERANCES, K
+
+EPILOG = """examples:
+  dmlbench check                                  # both protocols, every method
+  dmlbench check --protocol glyphs-mini --method contrastive,untrained
+  dmlbench check --update                         # regenerate: seeds 0-2, tolerances, report
+"""
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    lb_dir = Path(args.leaderboard_dir)
+    names = [args.protocol] if args.protocol else None
+    start, cpu_start, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
+    jobs = args.jobs or default_jobs()
+    progress = not args.no_progress and jobs == 1
+    if args.update:
+        from dmlbench.leaderboard.update import default_work_dir, update_leaderboard
+
+        work = Path(args.work_dir) if args.work_dir else default_work_dir()
+        update_leaderboard(
+            lb_dir,
+            Path(args.reports_dir),
+            work,
+            names or list(LEADERBOARD),
+            args.method,
+            progress=progress,
+            jobs=jobs,
+        )
+        print(f"written: {lb_dir / TOLERANCES}, the seed-{SEED} records and {args.reports_dir}")
+        failed: list[Row] = []
+    else:
+        rows = run_check(lb_dir, names, args.method, progress=progress, jobs=jobs)
+        print(format_rows(rows))
+        failed = [r for r in rows if not r.ok]
+        if failed:
+            moved = "; ".join(
+                f"{r.protocol}/{r.method} {r.metric} ({r.diff:+.4f}, tolerance {r.tolerance:.4f})"
+                for r in failed
+            )
+            print(
+                f"check FAILED: {len(failed)} of {len(rows)} metrics moved more than their "
+                f"tolerance: {moved}"
+            )
+        else:
+            print(f"check passed: {len(rows)} metrics within tolerance")
+    wall, cpu = time.perf_counter() - start, _cpu_seconds() - cpu_start
+    print(
+        f"total wall time {wall // 60:.0f} min {wall % 60:04.1f} s, CPU time "
+        f"{cpu // 60:.0f} min {cpu % 60:04.1f} s (load average {load:.2f} at start, "
+        f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
+    )
+    return 1 if failed else 0
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished child processes (the ``--jobs``)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="re-run the embedded leaderboard and fail when a metric moved",
+        description="Re-run seed 0 of every committed leaderboard entry (glyphs-mini and "
+        "poses-mini, paper-default hyper-parameters) in a temporary folder, print a diff table "
+        "and exit 1 when a metric moved more than its tolerance (k × the std over seeds 0-2, "
+        f"k = {K:g}, stored in {TOLERANCES}). Exit 2 when the shipped protocol or the data "
+        "changed since the leaderboard was made. --update regenerates the leaderboard.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--protocol",
+        choices=sorted(LEADERBOARD),
+        default=None,
+        help="only this protocol (default: both)",
+    )
+    p.add_argument(
+        "--method",
+        type=_csv,
+        default=None,
+        help="comma-separated subset of entries, e.g. contrastive,untrained",
+    )
+    p.add_argument(
+        "--leaderboard-dir",
+        default="results/leaderboard",
+        help="committed leaderboard (default: results/leaderboard)",
+    )
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="regenerate instead of checking: run seeds 0,1,2, write the seed-0 "
+        f"records, {TOLERANCES} and the report (slow: about 3 checks)",
+    )
+    p.add_argument(
+        "--reports-dir",
+        default="reports/leaderboard",
+        help="with --update: where the report goes (default: reports/leaderboard)",
+    )
+    p.add_argument(
+        "--work-dir",
+        default=None,
+        help="with --update: records of all seeds, reused when the update is "
+        "interrupted (default: $DMLBENCH_CACHE/leaderboard-runs)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="runs side by side, one torch thread each, as the leaderboard was made; the "
+        "numbers do not depend on it (default: the number of CPUs, at most 8; 1 shows "
+        "progress bars)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
+    p.set_defaults(func=cmd_check)

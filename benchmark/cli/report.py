@@ -1,0 +1,58 @@
+"""``dmlbench report``: tables, plots and pages from the records in a results folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from dmlbench.errors import DmlbenchError
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dmlbench.records import load_records
+    from dmlbench.report.build import build_reports
+
+    root = Path(args.results_dir)
+    if not root.is_dir():
+        raise DmlbenchError(f"{root}: no results folder (run `dmlbench run` first)")
+    # The committed leaderboard (results/leaderboard) is its own board: mixed into a user's
+    # results it would count its seeds a second time. Read only when asked for.
+    skip = () if args.include_leaderboard else ("leaderboard",)
+    records, problems = load_records(root, skip=skip)
+    for p in problems:
+        print(f"warning: {p}", file=sys.stderr)
+    if args.protocol:
+        records = [r for r in records if r.protocol.name == args.protocol]
+    if not records:
+        raise DmlbenchError(f"{root}: no records found")
+    written = build_reports(records, Path(args.reports_dir), root / "published")
+    for path in written:
+        if path.suffix == ".md" and not path.stem.endswith("-published"):
+            print(path.read_text(encoding="utf-8"))
+    print(f"written: {len(written)} files to {args.reports_dir} (.md .csv .tex .html .png .svg)")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    report = subparsers.add_parser(
+        "report",
+        help="tables of the records in a results folder",
+        description="Read every record under --results-dir, group by protocol hash and write "
+        "per hash a Markdown/CSV/LaTeX table, a bar plot, reported-vs-reproduced and budget "
+        "tables and an HTML page, plus ranking.md.",
+    )
+    report.add_argument(
+        "--results-dir", default="results", help="records to read (default: results)"
+    )
+    report.add_argument("--reports-dir", default="reports", help="output folder (default: reports)")
+    report.add_argument("--protocol", default=None, help="only this protocol name")
+    report.add_argument(
+        "--include-leaderboard",
+        action="store_true",
+        help="also read RESULTS_DIR/leaderboard (the committed board; by default left out so "
+        "that its seeds are not counted beside yours; `--results-dir results/leaderboard` "
+        "reports it alone)",
+    )
+    report.set_defaults(func=cmd_report)

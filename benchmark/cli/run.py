@@ -1,0 +1,187 @@
+"""``dmlbench run``: tune, train and evaluate methods under a protocol, then the table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from dmlbench.errors import DmlbenchError
+
+EPILOG_RUN = """examples:
+  dmlbench run                                    # glyphs-mini, its default methods, all seeds
+  dmlbench run --method triplet-semihard,multi-similarity --trials 4
+  dmlbench run --protocol glyphs-mini --method multi-similarity --seed 0 --no-search
+  dmlbench run --protocol my_protocol.yaml --method all
+  dmlbench run --method contrastive --hparam contrastive.margin=0.5
+"""
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from dmlbench.cli.options import apply_budget, check_run_args, resolve_methods, search_options
+    from dmlbench.engine.distributed import init_from_env
+    from dmlbench.engine.train import Accel
+    from dmlbench.methods import load_plugins
+    from dmlbench.protocol import load_protocol
+    from dmlbench.report import write_reports
+    from dmlbench.run import RunOptions, run_protocol
+
+    init_from_env()  # under torchrun: one process group, one trial on several GPUs
+    load_plugins(args.plugin)
+    protocol = apply_budget(load_protocol(args.protocol), args)
+    overrides: dict[str, object] = {}
+    if args.backbone_override or args.pretrained:
+        protocol = _override_backbone(protocol, args, overrides)
+    methods = resolve_methods(protocol, args.method)
+    check_run_args(args, methods)
+    seeds = args.seed if args.seed is not None else list(protocol.seeds)
+    options = RunOptions(
+        results_dir=Path(args.results_dir),
+        data_root=args.data_root,
+        device=args.device,
+        threads=args.threads,
+        max_steps=args.max_steps,
+        force=args.force,
+        progress=not args.no_progress,
+        hparams=_parse_hparams(args.hparam),
+        overrides=overrides,
+        accel=Accel(
+            num_workers=args.loader_workers,
+            amp=args.amp,
+            channels_last=args.channels_last,
+            compile_model=args.compile,
+        ),
+        search=search_options(args),
+    )
+    print(
+        f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "
+        f"methods: {', '.join(methods)}; seeds: {seeds}; "
+        f"budget: {protocol.search.trials} trials per method",
+        file=sys.stderr,
+    )
+    records = _all_on_disk(run_protocol(protocol, methods, seeds, options), options.results_dir)
+    for _, path, text in write_reports(records, Path(args.reports_dir)):
+        print(text)
+        print(f"written: {path} (and .csv)")
+    return 0
+
+
+def _all_on_disk(records: list[Any], results_dir: Path) -> list[Any]:
+    """Every final record on disk of the protocol hashes this run wrote, not only its own.
+
+    Two processes sharing a results folder each compute part of a protocol (the record locks
+    split the work); the table written at the end must hold both parts, not whichever process
+    finished last.
+    """
+    from dmlbench.records import load_records
+    from dmlbench.report.build import unique_records
+
+    hashes = {r.protocol.hash for r in records}
+    on_disk, _ = load_records(results_dir, skip=("leaderboard",))
+    mine = [r for r in on_disk if r.protocol.hash in hashes and r.stage == "final"]
+    return unique_records(mine or records)
+
+
+def _override_backbone(protocol: Any, args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """The protocol with another backbone and/or weights, named ``<name>@backbone=...``.
+
+    The protocol's pretraining is kept unless ``--pretrained`` says otherwise, so
+    ``--backbone-override resnet50`` on cub200 trains from ImageNet weights (and fails
+    clearly when they cannot be fetched), never silently from random ones. The small CPU
+    backbones have no pretrained weights at all: for them the override uses random weights
+    and says so on one line. Such runs are marked in the record and never enter a leaderboard.
+    """
+    from dmlbench.models import NO_PRETRAINED
+
+    backbone = args.backbone_override or protocol.model.backbone
+    pretrained = protocol.model.pretrained
+    if args.pretrained is not None:
+        pretrained = (
+            None if args.pretrained.lower() in {"none", "null", "random"} else args.pretrained
+        )
+    elif backbone in NO_PRETRAINED and pretrained:
+        print(
+            f"warning: backbone {backbone} has no pretrained weights; the override trains it "
+            f"from random weights (the protocol asks for {pretrained}; --pretrained none "
+            "silences this)",
+            file=sys.stderr,
+        )
+        pretrained = None
+    overrides["backbone"] = backbone
+    overrides["pretrained"] = pretrained
+    name = protocol.name + (f"@backbone={backbone}" if args.backbone_override else "")
+    if pretrained != protocol.model.pretrained:
+        name += f"@pretrained={pretrained or 'none'}"
+    if name == protocol.name:
+        return protocol
+    return protocol.with_overrides(
+        {"model.backbone": backbone, "model.pretrained": pretrained}, name=name
+    )
+
+
+def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
+    import yaml
+
+    out: dict[str, dict[str, object]] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        method, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise DmlbenchError(f"--hparam {item!r}: expected METHOD.NAME=VALUE")
+        out.setdefault(method, {})[name] = yaml.safe_load(value)
+    return out
+
+
+def add_parser(subparsers: Any) -> None:
+    from dmlbench.cli.options import add_budget_options, add_common_options
+
+    run = subparsers.add_parser(
+        "run",
+        help="train and evaluate methods under a protocol",
+        description="Tune each method with the protocol's budget on validation classes "
+        "carved out of the training classes (Optuna), retrain the selection on all training "
+        "classes for each seed, evaluate on the test classes, write one record per run "
+        "and print the results table. Existing records and studies are reused (resume).",
+        epilog=EPILOG_RUN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_common_options(run)
+    run.add_argument(
+        "--hparam",
+        action="append",
+        metavar="METHOD.NAME=VALUE",
+        help="fix one hyper-parameter of one method (repeatable; that method is not tuned and "
+        "its records are marked as overridden)",
+    )
+    run.add_argument(
+        "--backbone-override",
+        default=None,
+        metavar="NAME",
+        help="replace the protocol's backbone (smoke tests on CPU; marked in the record, "
+        "never a leaderboard number)",
+    )
+    run.add_argument(
+        "--pretrained",
+        default=None,
+        metavar="WEIGHTS",
+        help="weights of the (overridden) backbone: 'none' for random initialisation, or e.g. "
+        "'imagenet' (default: the protocol's; an override keeps them)",
+    )
+    run.add_argument(
+        "--loader-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="DataLoader worker processes per training run (numbers do not depend on it)",
+    )
+    run.add_argument(
+        "--amp",
+        choices=["auto", "bf16", "fp16", "off"],
+        default="auto",
+        help="mixed precision on CUDA (auto = bf16; never used on the CPU)",
+    )
+    run.add_argument("--channels-last", action="store_true", help="NHWC memory format (GPU)")
+    run.add_argument("--compile", action="store_true", help="torch.compile the model")
+    add_budget_options(run)
+    run.set_defaults(func=cmd_run)

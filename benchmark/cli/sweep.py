@@ -1,0 +1,72 @@
+"""``dmlbench sweep``: run a protocol over several values of one key (:mod:`dmlbench.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dmlbench.sweep import parse_over, run_sweep, sweep_protocols
+
+EPILOG = """examples:
+  dmlbench sweep --protocol poses --over model.embedding_size=16,32,64,128 \\
+      --method log-ratio,triplet-dense
+  dmlbench sweep --protocol glyphs-mini --over optim.lr=1e-4,1e-3 --method contrastive --seed 0
+"""
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from dmlbench.cli.options import apply_budget, resolve_methods, search_options
+    from dmlbench.methods import load_plugins
+    from dmlbench.protocol import load_protocol
+    from dmlbench.report import write_reports
+    from dmlbench.report.plots import sweep_points, write_sweep_plots
+    from dmlbench.run import RunOptions
+
+    load_plugins(args.plugin)
+    protocol = apply_budget(load_protocol(args.protocol), args)
+    key, values = parse_over(args.over)
+    methods = resolve_methods(protocol, args.method)
+    seeds = args.seed if args.seed is not None else list(protocol.seeds)
+    options = RunOptions(
+        results_dir=Path(args.results_dir),
+        data_root=args.data_root,
+        device=args.device,
+        threads=args.threads,
+        max_steps=args.max_steps,
+        force=args.force,
+        progress=not args.no_progress,
+        search=search_options(args),
+    )
+    sweep_protocols(protocol, key, values)  # fail fast on a bad key or value
+    records = run_sweep(protocol, key, values, methods, seeds, options)
+    reports = Path(args.reports_dir)
+    for _, path, text in write_reports(records, reports):
+        print(text)
+        print(f"written: {path} (and .csv)")
+    for path in write_sweep_plots(sweep_points(records), reports):
+        print(f"written: {path} (and .svg)")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        help="run a protocol over several values of one key and plot the result",
+        description="Derive one protocol per value of KEY (named PROTOCOL@KEY=VALUE, with its "
+        "own hash), run the methods under each, write the tables and a plot of every metric "
+        "against the value.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from dmlbench.cli.options import add_budget_options, add_common_options
+
+    add_common_options(p, protocol_default=None)
+    p.add_argument(
+        "--over",
+        required=True,
+        metavar="KEY=V1,V2,...",
+        help="dotted protocol key and its values, e.g. model.embedding_size=16,32",
+    )
+    add_budget_options(p)
+    p.set_defaults(func=cmd_sweep)

@@ -1,0 +1,313 @@
+"""Run methods under a protocol: tune, train on the training classes, evaluate on the test classes.
+
+When the protocol has a tuning budget (``search.trials > 0``), each method is first tuned by
+:func:`dmlbench.search.tune` on validation classes carved out of the training classes; the
+selected hyper-parameters and epoch count are then retrained on all training classes for every
+seed. A method given fixed hyper-parameters (``--hparam``) is not tuned and its records are
+marked as overridden, so they never share a table with tuned ones.
+
+Every seed also gets an ``untrained`` row: the randomly initialised network, evaluated the same
+way. It is the floor every trained method must clear, and a bug detector (a method that does
+not beat it did not learn).
+
+A record already on disk for the same (protocol hash, method, seed) is reused, so an
+interrupted ``dmlbench run`` continues where it stopped; ``force=True`` recomputes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dmlbench.data import DATASETS, DataSplits, Split, load_data
+from dmlbench.engine import distributed
+from dmlbench.engine.train import Accel, embed, image_channels, init_model, resolve_device, train
+from dmlbench.errors import DmlbenchError
+from dmlbench.methods import METHODS, HParams, create_method
+from dmlbench.metrics.retrieval import check_ks, evaluate
+from dmlbench.protocol import Protocol
+from dmlbench.records import (
+    ProtocolRef,
+    Record,
+    Timings,
+    command_line,
+    environment,
+    load_record,
+    record_lock,
+    record_path,
+    results_dir_problem,
+    save_record,
+)
+from dmlbench.search import SearchOptions, Selection
+
+log = logging.getLogger(__name__)
+UNTRAINED = "untrained"
+
+
+@dataclass
+class RunOptions:
+    """How to run, as opposed to what (the protocol): none of this may move a number, except
+    the ``overrides``, which are written into the record and keep it off leaderboards."""
+
+    results_dir: Path = Path("results")
+    data_root: str | None = None
+    device: str = "auto"
+    max_steps: int | None = None
+    force: bool = False
+    progress: bool = True
+    hparams: dict[str, HParams] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    accel: Accel = field(default_factory=Accel)
+    search: SearchOptions = field(default_factory=SearchOptions)
+    threads: int | None = None  # torch threads of every run and trial (None: leave as is)
+
+
+def run_protocol(
+    protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions | None = None
+) -> list[Record]:
+    """Train and evaluate each method for each seed, plus the untrained baseline."""
+    options = options or RunOptions()
+    with torch_threads(options.threads):
+        return _run_protocol(protocol, methods, seeds, options)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """``threads`` torch threads inside (unchanged when ``None``), the caller's restored after.
+
+    A number depends on the thread count (reductions round differently), so the count is
+    fixed by the run's options, recorded (``env.torch_threads``), and the same in every search
+    worker process whatever ``--workers`` is.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_protocol(
+    protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions
+) -> list[Record]:
+    _check_methods(protocol, methods, options)
+    unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
+    data = load_data(protocol, options.data_root, check_ks=True)
+    check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
+    overrides = dict(options.overrides)
+    if options.max_steps is not None:
+        overrides["max_steps"] = options.max_steps
+    selections: dict[str, Selection | None] = {}
+    for name in methods:  # tune first: every seed's final run uses the same selection
+        selections[name] = None
+        if protocol.search.trials > 0 and name not in options.hparams:
+            if unwritable:
+                raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
+            tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
+            selections[name] = _tune(protocol, name, data, tuning)
+    records, skipped = [], []
+    for seed in seeds:
+        for name in [UNTRAINED, *methods]:
+            record = _final_run(protocol, name, seed, data, options, overrides, selections)
+            if record is None:
+                skipped.append((seed, name))
+            else:
+                records.append(record)
+    for seed, name in skipped:  # the table at the end holds them too: wait for the other process
+        record = _final_run(protocol, name, seed, data, options, overrides, selections, wait=True)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def _check_methods(protocol: Protocol, methods: list[str], options: RunOptions) -> None:
+    """Unknown names, wrong label kinds, unfillable batches: one line before any work."""
+    kind = DATASETS.get(protocol.data.dataset).label_kind
+    for name in methods:
+        cls = METHODS.get(name)
+        if cls.label_kind != kind:
+            others = [m for m in protocol.methods if METHODS.get(m).label_kind == kind]
+            raise DmlbenchError(
+                f"method {name} needs {cls.label_kind} labels; protocol {protocol.name} has "
+                f"{kind} labels (its methods: {', '.join(others) or 'none listed'})"
+            )
+        cls.check_batch(
+            protocol.batch.size, protocol.batch.samples_per_class, options.hparams.get(name)
+        )
+
+
+def _tune(protocol: Protocol, name: str, data: DataSplits, options: RunOptions) -> Selection:
+    """The method's equal-budget search, after one batch has shown the setup fits in memory."""
+    from dmlbench.engine.preflight import check_one_batch
+    from dmlbench.search import tune
+
+    check_one_batch(protocol, name, data.train, resolve_device(options.device))
+    print(f"searching {name}: {protocol.search.trials} trials", file=sys.stderr)
+    return tune(protocol, name, data.train, data.fingerprint, options, options.search)
+
+
+def _final_run(
+    protocol: Protocol,
+    name: str,
+    seed: int,
+    data: DataSplits,
+    options: RunOptions,
+    overrides: dict[str, Any],
+    selections: dict[str, Selection | None],
+    wait: bool = False,
+) -> Record | None:
+    """The final record of (``name``, ``seed``): reused from disk, or trained and written.
+
+    ``None`` when another process is computing it (unless ``wait``: then this blocks until that
+    process is done, and reuses its record — or computes it, if that process died first).
+    """
+    run_overrides = dict(overrides)
+    if name in options.hparams:  # hand-set values: never next to tuned ones
+        run_overrides["hparams"] = options.hparams[name]
+    selection = selections.get(name)
+    path = record_path(
+        options.results_dir, protocol.name, protocol.hash, name, seed, "final", run_overrides
+    )
+    is_main = distributed.current().is_main
+    if wait:
+        log.warning("waiting for %s, being computed by another process", path.name)
+    with record_lock(path, enabled=is_main, wait=wait) as owned:
+        if not owned:
+            log.warning("%s is being computed by another process; skipped", path.name)
+            return None
+        record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
+        if record is None and is_main and (problem := results_dir_problem(options.results_dir)):
+            raise DmlbenchError(f"{problem}; {path.name} must be computed")
+        if record is None:
+            ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
+            record = run_one(protocol, name, seed, data, options, run_overrides, ckpt, selection)
+            if is_main:  # under torchrun every rank trains, rank 0 writes
+                save_record(record, path)
+                ckpt.unlink(missing_ok=True)
+        return record
+
+
+def _reusable(
+    path: Path,
+    overrides: dict[str, Any],
+    fingerprint: str,
+    force: bool,
+    selection: Selection | None = None,
+) -> Record | None:
+    """The record at ``path`` if it was made under the same conditions (resume): same
+    overrides, data and, for a tuned method, the same selected trial and hyper-parameters."""
+    if force or not path.is_file():
+        return None
+    try:
+        record = load_record(path)
+    except Exception as err:  # a damaged file is recomputed, not fatal
+        log.warning("%s is damaged (%s); recomputing", path, type(err).__name__)
+        return None
+    wanted = selection.as_record() if selection is not None else {}
+    same_selection = {k: record.search.get(k) for k in ("study", "trial", "hparams")} == {
+        k: wanted.get(k) for k in ("study", "trial", "hparams")
+    }
+    if record.overrides == overrides and record.data_fingerprint == fingerprint and same_selection:
+        log.info("reusing %s", path)
+        return record
+    return None
+
+
+def run_one(
+    protocol: Protocol,
+    method_name: str,
+    seed: int,
+    data: DataSplits,
+    options: RunOptions,
+    overrides: dict[str, Any],
+    checkpoint: Path | None = None,
+    selection: Selection | None = None,
+) -> Record:
+    """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``.
+
+    With a ``selection`` from a search, its hyper-parameters are used and training stops after
+    the epoch that scored best on validation.
+    """
+    device = resolve_device(options.device)
+    start = time.perf_counter()
+    hparams: HParams = {}
+    curve: list[dict[str, float]] = []
+    steps, train_s, ips = 0, 0.0, 0.0
+    if method_name == UNTRAINED:
+        model = init_model(protocol, None, image_channels(data.train), seed).to(device)
+    else:
+        method = create_method(
+            method_name,
+            selection.hparams if selection else options.hparams.get(method_name),
+            data.train.num_classes,
+            protocol.model.embedding_size,
+        )
+        hparams = dict(method.hparams)
+        result = train(
+            protocol,
+            method,
+            data.train,
+            seed,
+            device=device,
+            max_steps=options.max_steps,
+            epochs=selection.epochs if selection else None,
+            progress=options.progress,
+            checkpoint=checkpoint,
+            accel=options.accel,
+        )
+        model, curve = result.model, result.curve
+        steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
+    eval_start = time.perf_counter()
+    metrics = evaluate_split(protocol, model, data.test, device, seed)
+    now = time.perf_counter()
+    return Record(
+        protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
+        data_fingerprint=data.fingerprint,
+        method=method_name,
+        hparams=hparams,
+        seed=seed,
+        metrics=metrics,
+        curve=curve,
+        overrides=overrides,
+        search=selection.as_record() if selection else {},
+        timings=Timings(
+            wall_seconds=now - start,
+            train_seconds=train_s,
+            eval_seconds=now - eval_start,
+            images_per_second=ips,
+            steps=steps,
+        ),
+        env=environment(str(device)),
+        command=command_line(),
+    )
+
+
+def evaluate_split(
+    protocol: Protocol, model: Any, split: Split, device: Any, seed: int
+) -> dict[str, float]:
+    embeddings = embed(model, split, device)
+    if split.label_kind == "continuous":
+        from dmlbench.metrics.continuous import evaluate_continuous
+
+        return evaluate_continuous(embeddings, split, protocol.metrics)
+    metrics = evaluate(
+        embeddings, split.labels, protocol.metrics, split.queries, split.gallery, seed=seed
+    )
+    if 1 in protocol.metrics.recall_at:  # how much would other test queries move Recall@1?
+        from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits
+
+        hits = recall_at_1_hits(
+            embeddings, split.labels, split.queries, split.gallery, protocol.metrics.normalize
+        )
+        lo, hi = bootstrap_mean(hits, seed=seed)
+        metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
+    return metrics

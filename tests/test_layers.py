@@ -1,0 +1,134 @@
+"""The architecture is enforced, not only drawn: every import points down the pipeline.
+
+Layers, lowest first (README, "Layout"): the foundations (errors, registry, atomic writes), then
+protocols and records, then the components (data, models, methods, metrics), the engine, the
+search, the orchestration (run, sweep, report), the leaderboard, and on top the command line and
+the benchmark scripts. A module may import its own layer and those below it. Imports under
+``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import dmlbench
+
+ROOTS = {  # import prefix -> folder
+    "dmlbench.methods": Path(dmlbench.__file__).parents[1] / "methods",
+    "dmlbench.protocols": Path(dmlbench.__file__).parents[1] / "protocols",
+    "dmlbench": Path(dmlbench.__file__).parent,
+}
+LAYERS = [
+    {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic"},
+    {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records"},
+    {"dmlbench.data", "dmlbench.models", "dmlbench.methods", "dmlbench.metrics"},
+    {"dmlbench.engine"},
+    {"dmlbench.search"},
+    {"dmlbench.run", "dmlbench.sweep", "dmlbench.report"},
+    {"dmlbench.leaderboard"},
+    {"dmlbench.cli", "dmlbench.perf"},
+]
+# Deprecated aliases of moved modules, the package's public API and ``python -m dmlbench``:
+# entry points above every layer.
+TOP = {
+    "dmlbench",
+    "dmlbench.__main__",
+    "dmlbench.evaluate",
+    "dmlbench.evaluate_continuous",
+    "dmlbench.runner",
+    "dmlbench.stats",
+    "dmlbench.train",
+}
+# Checks that look a name up in a registry of a higher layer, by design and lazily: a protocol
+# is validated against the registered data sets, backbones and methods.
+ALLOWED = {("dmlbench.protocol", "dmlbench.data"), ("dmlbench.protocol", "dmlbench.models"),
+           ("dmlbench.protocol", "dmlbench.methods")}  # fmt: skip
+
+
+def layer(module: str) -> int:
+    if module in TOP:
+        return len(LAYERS)
+    for rank, names in enumerate(LAYERS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return rank
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS (tests/test_layers.py)")
+
+
+def modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for prefix, root in ROOTS.items():
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join([prefix, *parts]).removesuffix(".__init__")
+            out.setdefault(name, path)
+    return out
+
+
+def imports(path: Path) -> set[str]:
+    """Every ``dmlbench`` module ``path`` imports, at module level or inside functions, except
+    under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in found if m == "dmlbench" or m.startswith("dmlbench.")}
+
+
+def known(name: str, all_modules: dict[str, Path]) -> str | None:
+    """The module an imported name refers to (``dmlbench.x.y`` may be a function of ``x``)."""
+    while name and name not in all_modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def upward_imports() -> list[str]:
+    all_modules = modules()
+    bad = []
+    for name, path in all_modules.items():
+        for imported in imports(path):
+            if imported == "dmlbench.__version__":  # a constant: importing it loads nothing
+                continue
+            target = known(imported, all_modules)
+            if target is None or target == name or (name, layer_root(target)) in ALLOWED:
+                continue
+            if layer(target) > layer(name):
+                bad.append(f"{name} imports {target}")
+    return sorted(set(bad))
+
+
+def layer_root(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_every_import_points_down_the_pipeline() -> None:
+    assert upward_imports() == []
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for name in modules():
+        layer(name)
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module of the engine that imports the CLI is reported (the test can fail)."""
+    fake = tmp_path / "dmlbench"
+    (fake / "engine").mkdir(parents=True)
+    (fake / "cli").mkdir()
+    (fake / "engine" / "bad.py").write_text("def f():\n    from dmlbench.cli.main import main\n")
+    (fake / "cli" / "main.py").write_text("def main(): ...\n")
+    monkeypatch.setattr("tests.test_layers.ROOTS", {"dmlbench": fake})
+    assert upward_imports() == ["dmlbench.engine.bad imports dmlbench.cli.main"]
