@@ -5,6 +5,10 @@ The public entry points are the command line (``dmlbench --help``) and these fun
 >>> from dmlbench import load_protocol, run_protocol
 >>> protocol = load_protocol("glyphs-mini")
 
+``load_results(path)`` returns every record under a folder as a tidy DataFrame (README,
+"Reports"); ``load_model(record)`` returns the network a final run kept (README, "Kept models
+and embeddings"), ready for inference.
+
 They are imported on first use, so ``import dmlbench`` (and ``dmlbench --version``) stays
 cheap; the layout of the package is described in the README ("Layout").
 """
@@ -20,6 +24,8 @@ _PUBLIC = {
     "load_protocol": "dmlbench.protocol",
     "run_protocol": "dmlbench.run",
     "RunOptions": "dmlbench.run",
+    "load_model": "dmlbench.engine.inference",
+    "load_results": "dmlbench.results",
 }
 __all__ = [*_PUBLIC, "__version__"]
 

@@ -2,13 +2,15 @@
 
 Every file dmlbench writes that a later run reads back (records, checkpoints, generated data,
 neighbour caches) goes through :func:`atomic_write`: a temp file in the same folder, fsync,
-then ``os.replace``, which is atomic on POSIX and Windows.
+then ``os.replace``, which is atomic on POSIX and Windows. The file gets the user's normal
+mode (``0666`` less the umask, as ``open`` would give it), not ``mkstemp``'s private ``0600``:
+colleagues sharing a results folder must be able to read the records and reports.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -43,7 +45,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = _create_temp(path)
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
@@ -56,6 +58,23 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+_TEMP_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+)
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new temp file beside ``path``, created with mode 0666 so the kernel applies the umask
+    (and any default ACL) as for any other file; ``O_EXCL`` keeps ``mkstemp``'s safety."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), str(tmp)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path.parent}: no free temp file name for {path.name}")
 
 
 def atomic_savez(path: Path, **arrays: np.ndarray) -> None:

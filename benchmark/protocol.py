@@ -359,11 +359,33 @@ def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         return raw
     if not isinstance(include, str):
         raise ProtocolError(f"{path}: include: must be a file name")
-    base_path = (path.parent / include) if not Path(include).is_absolute() else Path(include)
-    if not base_path.is_file():
-        raise ProtocolError(f"{path}: include: file not found: {base_path}")
-    base = _load_raw(base_path, seen=(*seen, path))
+    base = _load_raw(_include_path(path, include), seen=(*seen, path))
     return deep_merge(base, raw)
+
+
+def _include_path(path: Path, include: str) -> Path:
+    """The file ``include:`` names: beside the including file first (a local base always
+    wins), else a shipped protocol (``include: glyphs-mini``), so a variant of a shipped
+    protocol can live anywhere without copying it."""
+    if Path(include).is_absolute():
+        if not Path(include).is_file():
+            raise ProtocolError(f"{path}: include: file not found: {include}")
+        return Path(include)
+    stem = include.removesuffix(".yaml").removesuffix(".yml")
+    beside = [path.parent / include]
+    if stem == include:  # a bare name also finds name.yaml beside the file
+        beside.append(path.parent / f"{include}.yaml")
+    for candidate in beside:
+        if candidate.is_file():
+            return candidate
+    shipped = builtin_dir() / f"{stem}.yaml"
+    if "/" not in include and "\\" not in include and shipped.is_file():
+        return shipped
+    hint = did_you_mean(stem, builtin_names())
+    raise ProtocolError(
+        f"{path}: include: {include}: neither a file beside it ({beside[-1]}) nor a shipped "
+        f"protocol ({builtin_dir()}){hint}"
+    )
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,19 @@ class Timings(BaseModel):
     steps: int = 0
 
 
+class Artifact(BaseModel):
+    """A file a final run keeps next to its record (trained weights, test embeddings).
+
+    The path is relative to the record's folder, so a results folder can be moved or copied
+    as a whole; the SHA-256 lets a reader refuse a file that changed since the run.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="POSIX path relative to the record's folder")
+    sha256: str
+    bytes: int = Field(ge=0)
+
+
 class Record(BaseModel):
     """One run's result. ``overrides`` lists anything that departs from the protocol
     (``--max-steps``, a backbone override): such records can never enter a leaderboard."""
@@ -71,6 +84,11 @@ class Record(BaseModel):
     timings: Timings
     env: dict[str, Any] = Field(default_factory=dict)
     command: str = ""
+    artifacts: dict[str, Artifact] = Field(
+        default_factory=dict,
+        description="files kept by a final run (weights, embeddings, model card), by role; "
+        "empty with --no-keep, for search trials and for records older than this field",
+    )
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     @property
@@ -178,7 +196,11 @@ def record_lock(path: Path, enabled: bool = True, wait: bool = False) -> Iterato
 
 
 def save_record(record: Record, path: Path) -> Path:
-    atomic_write_text(path, record.model_dump_json(indent=2) + "\n")
+    """Write ``record`` atomically. A record that keeps no files is written without the
+    ``artifacts`` key, exactly as before the key existed: the committed leaderboard records do
+    not change, and older readers (``extra="forbid"``) still read it."""
+    exclude = None if record.artifacts else {"artifacts"}
+    atomic_write_text(path, record.model_dump_json(indent=2, exclude=exclude) + "\n")
     return path
 
 

@@ -12,12 +12,16 @@ not beat it did not learn).
 
 A record already on disk for the same (protocol hash, method, seed) is reused, so an
 interrupted ``dmlbench run`` continues where it stopped; ``force=True`` recomputes.
+
+A final run keeps its trained weights and the test embeddings its metrics were computed from
+(:mod:`dmlbench.engine.artifacts`), named with their SHA-256 in the record, so its numbers can
+be re-checked and its network reused without retraining; ``keep=False`` (``--no-keep``) skips
+them.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,14 +29,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dmlbench.data import DATASETS, DataSplits, Split, load_data
 from dmlbench.engine import distributed
+from dmlbench.engine.artifacts import ModelCard, keep_artifacts
+from dmlbench.engine.progress import RunTally
+from dmlbench.engine.progress import line as progress_line
 from dmlbench.engine.train import Accel, embed, image_channels, init_model, resolve_device, train
 from dmlbench.errors import DmlbenchError
-from dmlbench.methods import METHODS, HParams, create_method
+from dmlbench.methods import METHODS, HParams, Method, create_method
 from dmlbench.metrics.retrieval import check_ks, evaluate
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
+    Artifact,
     ProtocolRef,
     Record,
     Timings,
@@ -66,6 +76,7 @@ class RunOptions:
     accel: Accel = field(default_factory=Accel)
     search: SearchOptions = field(default_factory=SearchOptions)
     threads: int | None = None  # torch threads of every run and trial (None: leave as is)
+    keep: bool = True  # final runs keep weights and test embeddings (dmlbench.engine.artifacts)
 
 
 def run_protocol(
@@ -114,16 +125,19 @@ def _run_protocol(
                 raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
             tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
             selections[name] = _tune(protocol, name, data, tuning)
+    tally = RunTally([UNTRAINED, *methods], seeds)
     records, skipped = [], []
     for seed in seeds:
         for name in [UNTRAINED, *methods]:
             record = _final_run(protocol, name, seed, data, options, overrides, selections)
+            tally.finished(record)
             if record is None:
                 skipped.append((seed, name))
             else:
                 records.append(record)
     for seed, name in skipped:  # the table at the end holds them too: wait for the other process
         record = _final_run(protocol, name, seed, data, options, overrides, selections, wait=True)
+        tally.finished(record)
         if record is not None:
             records.append(record)
     return records
@@ -151,7 +165,7 @@ def _tune(protocol: Protocol, name: str, data: DataSplits, options: RunOptions) 
     from dmlbench.search import tune
 
     check_one_batch(protocol, name, data.train, resolve_device(options.device))
-    print(f"searching {name}: {protocol.search.trials} trials", file=sys.stderr)
+    progress_line(f"searching {name}: {protocol.search.trials} trials")
     return tune(protocol, name, data.train, data.fingerprint, options, options.search)
 
 
@@ -189,7 +203,10 @@ def _final_run(
             raise DmlbenchError(f"{problem}; {path.name} must be computed")
         if record is None:
             ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
-            record = run_one(protocol, name, seed, data, options, run_overrides, ckpt, selection)
+            keep_as = path if options.keep and is_main else None
+            record = run_one(
+                protocol, name, seed, data, options, run_overrides, ckpt, selection, keep_as
+            )
             if is_main:  # under torchrun every rank trains, rank 0 writes
                 save_record(record, path)
                 ckpt.unlink(missing_ok=True)
@@ -217,7 +234,7 @@ def _reusable(
         k: wanted.get(k) for k in ("study", "trial", "hparams")
     }
     if record.overrides == overrides and record.data_fingerprint == fingerprint and same_selection:
-        log.info("reusing %s", path)
+        progress_line(f"reusing {path}: finished earlier")
         return record
     return None
 
@@ -231,17 +248,21 @@ def run_one(
     overrides: dict[str, Any],
     checkpoint: Path | None = None,
     selection: Selection | None = None,
+    keep_as: Path | None = None,
 ) -> Record:
     """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``.
 
     With a ``selection`` from a search, its hyper-parameters are used and training stops after
-    the epoch that scored best on validation.
+    the epoch that scored best on validation. With ``keep_as`` (the path the record will be
+    saved at), the trained weights and the very embeddings the metrics were computed from are
+    kept next to it and named in the record's ``artifacts``.
     """
     device = resolve_device(options.device)
     start = time.perf_counter()
     hparams: HParams = {}
     curve: list[dict[str, float]] = []
     steps, train_s, ips = 0, 0.0, 0.0
+    method: Method | None = None
     if method_name == UNTRAINED:
         model = init_model(protocol, None, image_channels(data.train), seed).to(device)
     else:
@@ -267,8 +288,14 @@ def run_one(
         model, curve = result.model, result.curve
         steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
     eval_start = time.perf_counter()
-    metrics = evaluate_split(protocol, model, data.test, device, seed)
+    embeddings = embed(model, data.test, device)
+    metrics = split_metrics(protocol, embeddings, data.test, seed)
     now = time.perf_counter()
+    artifacts: dict[str, Artifact] = {}
+    if keep_as is not None:  # the untrained network is its seed's initialisation: no weights
+        card = _model_card(protocol, method_name, hparams, seed, data)
+        trained = None if method is None else model
+        artifacts = keep_artifacts(keep_as, card, embeddings, data.test, trained)
     return Record(
         protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
         data_fingerprint=data.fingerprint,
@@ -288,13 +315,36 @@ def run_one(
         ),
         env=environment(str(device)),
         command=command_line(),
+        artifacts=artifacts,
+    )
+
+
+def _model_card(
+    protocol: Protocol, method: str, hparams: HParams, seed: int, data: DataSplits
+) -> ModelCard:
+    """What rebuilds this run's network later, without its data (``dmlbench.load_model``)."""
+    return ModelCard(
+        protocol=protocol.model_dump(mode="json"),
+        method=method,
+        hparams=dict(hparams),
+        seed=seed,
+        num_classes=data.train.num_classes,
+        input_shape=[int(n) for n in data.test.images[0].shape],
     )
 
 
 def evaluate_split(
     protocol: Protocol, model: Any, split: Split, device: Any, seed: int
 ) -> dict[str, float]:
-    embeddings = embed(model, split, device)
+    """The protocol's metrics of ``model`` on ``split``."""
+    return split_metrics(protocol, embed(model, split, device), split, seed)
+
+
+def split_metrics(
+    protocol: Protocol, embeddings: np.ndarray, split: Split, seed: int
+) -> dict[str, float]:
+    """The protocol's metrics of ``embeddings`` of ``split``: a function of the embeddings
+    alone, so a kept embeddings file reproduces a record's numbers exactly."""
     if split.label_kind == "continuous":
         from dmlbench.metrics.continuous import evaluate_continuous
 

@@ -23,11 +23,11 @@ ROOTS = {  # import prefix -> folder
 }
 LAYERS = [
     {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic"},
-    {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records"},
+    {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records", "dmlbench.tracking"},
     {"dmlbench.data", "dmlbench.models", "dmlbench.methods", "dmlbench.metrics"},
     {"dmlbench.engine"},
     {"dmlbench.search"},
-    {"dmlbench.run", "dmlbench.sweep", "dmlbench.report"},
+    {"dmlbench.run", "dmlbench.sweep", "dmlbench.report", "dmlbench.results"},
     {"dmlbench.leaderboard"},
     {"dmlbench.cli", "dmlbench.perf"},
 ]

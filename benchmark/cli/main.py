@@ -1,7 +1,9 @@
-"""The ``dmlbench`` command line: the parser, and errors mapped to exit codes.
+"""The ``dmlbench`` command line: the parser, logging, and errors mapped to exit codes.
 
 Errors the user can fix print one line (``error: <file>: <key>: <problem>``) and exit with
-status 2; ``--debug`` shows the traceback instead.
+status 2; ``--debug`` shows the traceback instead. Global options decide what reaches stderr
+(``-q``: warnings and errors; default: also progress lines; ``-v``: also info messages) and
+``--log-file`` keeps progress lines and warnings with timestamps, e.g. for a run left overnight.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ COMMANDS = (
     "dmlbench.cli.cache",
     "dmlbench.cli.search",
     "dmlbench.cli.check",
+    "dmlbench.cli.embed",
 )
+
+# Commands that train, and so can be tracked (--track).
+TRACKED = ("run", "search", "sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,11 +44,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dmlbench {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", help="only warnings and errors on stderr"
+    )
+    loud.add_argument("-v", "--verbose", action="store_true", help="also info messages")
+    parser.add_argument(
+        "--log-file",
+        default=None,
+        metavar="PATH",
+        help="append every progress line and warning, with timestamps, to PATH",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     for module in COMMANDS:
         importlib.import_module(module).add_parser(sub)
+    _add_track(sub)
     return parser
+
+
+def _add_track(sub: argparse._SubParsersAction) -> None:
+    """``--track`` on the commands that train, from the one shared declaration."""
+    from dmlbench.cli.options import add_track_option
+
+    for name in TRACKED:
+        if name in sub.choices:
+            add_track_option(sub.choices[name])
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    """stderr threshold from -q/-v (``--debug`` also shows info, as it always did)."""
+    from dmlbench.engine.progress import PROGRESS, configure_logging
+
+    level = PROGRESS
+    if args.quiet:
+        level = logging.WARNING
+    elif args.verbose or args.debug:
+        level = logging.INFO
+    try:
+        configure_logging(level, args.log_file)
+    except OSError as err:
+        raise DmlbenchError(f"--log-file {args.log_file}: cannot write ({err.strerror})") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,25 +93,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    logging.basicConfig(
-        level=logging.INFO if args.debug else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
     from dmlbench.engine.checkpoint import TrainingInterrupted
+    from dmlbench.tracking import activated, open_tracker
 
     try:
-        return int(args.func(args))
+        _setup_logging(args)
+        with activated(open_tracker(getattr(args, "track", None))):
+            return int(args.func(args))
     except TrainingInterrupted as err:
-        print(f"interrupted: {err}", file=sys.stderr)
-        return 130
+        return _fail(f"interrupted: {err}", 130)
     except DmlbenchError as err:
         if args.debug:
             raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _fail(f"error: {err}", 2)
     except KeyboardInterrupt:
-        print(
-            "interrupted: finished records are kept; run the same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return _fail("interrupted: finished records are kept; run the same command to resume", 130)
+
+
+def _fail(text: str, status: int) -> int:
+    """The last line on stderr, and in the log file (an unattended run's log says how it ended)."""
+    from dmlbench.engine.progress import note_in_log_file
+
+    print(text, file=sys.stderr)
+    note_in_log_file(text)
+    return status

@@ -211,3 +211,19 @@ def search_options(args: argparse.Namespace) -> Any:
         heartbeat=args.heartbeat,
         plugins=list(getattr(args, "plugin", []) or []),
     )
+
+
+def add_track_option(parser: argparse.ArgumentParser) -> None:
+    """``--track BACKEND:WHERE``: experiment tracking for ``run``, ``search`` and ``sweep``.
+
+    Declared once here so the three commands accept the same spelling; ``dmlbench``'s main
+    opens the tracker around the command (:mod:`dmlbench.tracking`).
+    """
+    parser.add_argument(
+        "--track",
+        default=None,
+        metavar="tensorboard:DIR",
+        help="log hyper-parameters, per-epoch loss and validation scores of search trials and "
+        "final runs, and final metrics, as TensorBoard event files under DIR "
+        '(tensorboard --logdir DIR; needs pip install -e ".[track]")',
+    )

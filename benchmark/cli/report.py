@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlbench.errors import DmlbenchError
+
+if TYPE_CHECKING:
+    from dmlbench.records import Record
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -27,6 +30,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         records = [r for r in records if r.protocol.name == args.protocol]
     if not records:
         raise DmlbenchError(f"{root}: no records found")
+    if args.format == "json":
+        return _write_json(records, Path(args.reports_dir))
     written = build_reports(records, Path(args.reports_dir), root / "published")
     for path in written:
         if path.suffix == ".md" and not path.stem.endswith("-published"):
@@ -35,13 +40,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_json(records: list[Record], reports_dir: Path) -> int:
+    """``<reports-dir>/results.json``: the rows of :func:`dmlbench.results.load_results` for the
+    records this command read (so ``--protocol`` and ``--include-leaderboard`` apply)."""
+    from dmlbench.records import atomic_write_text
+    from dmlbench.results import results_frame, results_json
+
+    frame = results_frame(records)
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    path = reports_dir / "results.json"
+    atomic_write_text(path, results_json(frame))
+    print(f"written: {path} ({len(frame)} rows, one per record and metric)")
+    return 0
+
+
 def add_parser(subparsers: Any) -> None:
     report = subparsers.add_parser(
         "report",
         help="tables of the records in a results folder",
         description="Read every record under --results-dir, group by protocol hash and write "
-        "per hash a Markdown/CSV/LaTeX table, a bar plot, reported-vs-reproduced and budget "
-        "tables and an HTML page, plus ranking.md.",
+        "per hash a Markdown/CSV/LaTeX table (bold: not significantly worse than the best over "
+        "seeds), a bar plot, a critical-difference diagram, reported-vs-reproduced, confidence "
+        "and budget tables and an HTML page, plus ranking.md (one ranking per label kind) and "
+        "X-defaults-vs-tuned.md where X and X@defaults are both present; with --format json "
+        "only REPORTS_DIR/results.json, one row per record and metric.",
     )
     report.add_argument(
         "--results-dir", default="results", help="records to read (default: results)"
@@ -54,5 +76,12 @@ def add_parser(subparsers: Any) -> None:
         help="also read RESULTS_DIR/leaderboard (the committed board; by default left out so "
         "that its seeds are not counted beside yours; `--results-dir results/leaderboard` "
         "reports it alone)",
+    )
+    report.add_argument(
+        "--format",
+        choices=("all", "json"),
+        default="all",
+        help="all: every table, plot and page (default); json: only REPORTS_DIR/results.json, "
+        "the records as data (one row per record and metric, as dmlbench.results.load_results)",
     )
     report.set_defaults(func=cmd_report)

@@ -15,6 +15,7 @@ EPILOG_RUN = """examples:
   dmlbench run --protocol glyphs-mini --method multi-similarity --seed 0 --no-search
   dmlbench run --protocol my_protocol.yaml --method all
   dmlbench run --method contrastive --hparam contrastive.margin=0.5
+  dmlbench run --method contrastive --seed 0 --no-keep   # no kept weights or embeddings
 """
 
 
@@ -43,6 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         threads=args.threads,
         max_steps=args.max_steps,
         force=args.force,
+        keep=not args.no_keep,
         progress=not args.no_progress,
         hparams=_parse_hparams(args.hparam),
         overrides=overrides,
@@ -183,5 +185,11 @@ def add_parser(subparsers: Any) -> None:
     )
     run.add_argument("--channels-last", action="store_true", help="NHWC memory format (GPU)")
     run.add_argument("--compile", action="store_true", help="torch.compile the model")
+    run.add_argument(
+        "--no-keep",
+        action="store_true",
+        help="keep neither the trained weights nor the test embeddings of final runs "
+        "(by default they go to artifacts/ next to each record; see `dmlbench embed`)",
+    )
     add_budget_options(run)
     run.set_defaults(func=cmd_run)

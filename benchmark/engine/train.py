@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from dmlbench.data.base import Split
+from dmlbench.engine import progress as progress_lines
 from dmlbench.engine.checkpoint import (
     Progress,
     TrainingInterrupted,
@@ -30,6 +31,7 @@ from dmlbench.errors import DmlbenchError, NonFiniteLossError
 from dmlbench.methods import Method
 from dmlbench.models import build_model
 from dmlbench.protocol import Protocol
+from dmlbench.tracking import NullRun, RunLog
 
 EpochHook = Callable[[int, nn.Module], dict[str, float]]
 
@@ -141,6 +143,8 @@ def train(
     progress: bool = True,
     checkpoint: Path | None = None,
     accel: Accel | None = None,
+    track: RunLog | None = None,
+    label: str | None = None,
 ) -> TrainResult:
     """Train ``method`` on ``split`` under ``protocol`` and return the model and its curve.
 
@@ -154,6 +158,12 @@ def train(
         checkpoint: file written after every epoch and on SIGINT/SIGTERM; when it exists at
             the start, training resumes from it (same final numbers as an uninterrupted run).
         accel: data-loader workers, mixed precision, channels_last, torch.compile.
+        track: where each epoch's curve point goes (an experiment tracker's run); it only
+            receives values already computed, so it cannot move a number.
+        label: what progress calls this run (default ``<method> seed <seed>``).
+
+    Progress: tqdm bars on a terminal; otherwise (a log file, a batch job) one plain line per
+    finished epoch with the loss, the time spent and the ETA of this run.
 
     Under ``torchrun`` (:mod:`dmlbench.engine.distributed`) the model is wrapped in DDP, each
     rank trains on its shard of every global batch, and the loss sees the embeddings of the
@@ -171,15 +181,21 @@ def train(
     n_epochs = protocol.optim.epochs if epochs is None else min(epochs, protocol.optim.epochs)
     epoch_len = min(len(run.sampler), protocol.optim.steps_per_epoch or len(run.sampler))
     total = n_epochs * epoch_len if max_steps is None else min(n_epochs * epoch_len, max_steps)
+    shown = progress and run.dist.is_main
+    bars = shown and progress_lines.bars_on_terminal()
     bar = tqdm(
         total=total,
         initial=run.state.steps,
         desc=method.name,
-        disable=None if progress and run.dist.is_main else True,
+        disable=not bars,
         leave=False,
         unit="step",
     )
-    start, images = time.perf_counter(), 0
+    report = _EpochReport(
+        label or f"{method.name} seed {seed}", n_epochs, total, run.state.steps,
+        lines=shown and not bars, track=track or NullRun(),
+    )  # fmt: skip
+    start, images = report.start, 0
     try:
         with interrupt_guard() as stop:
             while run.state.epoch < n_epochs and run.state.steps < total:
@@ -188,8 +204,10 @@ def train(
                     # max_steps ended a partial epoch: report it, without scheduler/hook
                     loss_so_far = run.state.running_loss / max(run.state.running_n, 1)
                     run.state.curve.append({"epoch": float(run.state.epoch), "loss": loss_so_far})
+                    report(run.state.curve[-1], run.state.steps)
                     break
                 _end_epoch(run, on_epoch_end, checkpoint)
+                report(run.state.curve[-1], run.state.steps)
     finally:
         bar.close()
     seconds = time.perf_counter() - start
@@ -201,6 +219,38 @@ def train(
         train_seconds=seconds,
         images_per_second=images / max(seconds, 1e-9),
     )
+
+
+@dataclass
+class _EpochReport:
+    """After each epoch: its curve point to the tracker and, off a terminal, one line.
+
+    The ETA is this run's: the steps left at the rate of the steps taken in this process (a
+    resumed run does not count the steps it inherited from its checkpoint).
+    """
+
+    label: str
+    n_epochs: int
+    total_steps: int
+    initial_steps: int
+    lines: bool
+    track: RunLog
+    start: float = field(default_factory=time.perf_counter)
+
+    def __call__(self, point: dict[str, float], steps: int) -> None:
+        epoch = int(point["epoch"])
+        self.track.scalars({k: v for k, v in point.items() if k != "epoch"}, epoch)
+        if not self.lines:
+            return
+        elapsed = time.perf_counter() - self.start
+        left = progress_lines.eta(
+            elapsed, steps - self.initial_steps, self.total_steps - self.initial_steps
+        )
+        scores = "".join(f", {k} {v:.4f}" for k, v in point.items() if k not in ("epoch", "loss"))
+        progress_lines.line(
+            f"  {self.label} epoch {epoch + 1}/{self.n_epochs}: loss {point['loss']:.4f}{scores}; "
+            f"{progress_lines.clock(elapsed)} elapsed, ETA {progress_lines.clock(left)}"
+        )
 
 
 @dataclass

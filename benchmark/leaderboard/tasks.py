@@ -68,6 +68,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
         progress=progress,
         hparams={task.method: task.hparams} if task.hparams else {},
         force=task.force,
+        keep=False,  # a temporary folder: kept weights and embeddings would be thrown away
     )
     trained = [] if task.method == UNTRAINED else [task.method]
     with leaderboard_threads():

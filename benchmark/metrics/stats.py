@@ -9,7 +9,7 @@ Two different questions, so two intervals:
   Recall@1 for one trained model: resample the per-query hits (1 if the nearest neighbour
   shares the query's class) with replacement ``n_boot`` times and take the 2.5th and 97.5th
   percentiles. It is computed at evaluation time and stored in the record as
-  ``recall@1_boot_lo`` / ``recall@1_boot_hi``.
+  ``ci_recall@1_lo`` / ``ci_recall@1_hi``.
 """
 
 from __future__ import annotations

@@ -30,13 +30,15 @@ def bar_data(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Methods in the table's order with ``mean``, ``std`` (display units) and ``seeds``.
 
     ``table`` is a :func:`dmlbench.report.tables.summary_table`; fractions become %, except
-    label distances (``mld@K``), shown as they are. Methods without a value are dropped.
+    label distances (``mld@K``), shown as they are. Methods without a value are dropped; a
+    method with one seed has ``std`` 0 here only so that no error bar is drawn (the label and
+    the axis say "one seed", never a spread of 0).
     """
     scale = 1.0 if metric.startswith("mld@") else 100.0
     out = pd.DataFrame(
         {
             "mean": table[metric] * scale,
-            "std": table[f"{metric}_std"] * scale,
+            "std": table[f"{metric}_std"].fillna(0.0) * scale,
             "seeds": table["seeds"].astype(int),
         },
         index=table.index,
@@ -70,7 +72,7 @@ def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
         )
     ax.set_yticks(ys, [str(m) for m in data.index])
     ax.set_ylabel("method")
-    what = "mean ± std over seeds"
+    what = spread_words(data["seeds"])
     name = pretty_metric(metric).replace("R@", "Recall@")
     ax.set_xlabel(f"{name} on test classes ({unit(metric)}), {what}")
     if unit(metric) == "%":
@@ -81,6 +83,17 @@ def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
     return fig
 
 
+def spread_words(seeds: pd.Series) -> str:
+    """What the bars and error bars show, given the seeds per method."""
+    counts = sorted(set(int(n) for n in seeds))
+    if counts == [1]:
+        return "one seed: no spread (no error bars)"
+    if len(counts) == 1:
+        return f"mean ± std over {counts[0]} seeds"
+    tail = " (no error bar for n=1)" if counts[0] == 1 else ""
+    return f"mean ± std over n seeds{tail}"
+
+
 def save_bars(table: pd.DataFrame, metric: str, title: str, stem: Path) -> list[Path]:
     """Write ``<stem>.png`` and ``<stem>.svg``; nothing when no method has the metric."""
     data = bar_data(table, metric) if metric in table.columns else pd.DataFrame()
@@ -88,7 +101,8 @@ def save_bars(table: pd.DataFrame, metric: str, title: str, stem: Path) -> list[
         return []
     fig = draw_bars(data, metric, title)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
+    # not with_suffix: a sweep's protocol name has dots (``p@model.embedding_size=16``)
+    png, svg = (stem.parent / f"{stem.name}.{ext}" for ext in ("png", "svg"))
     with matplotlib.rc_context({"svg.hashsalt": "dmlbench", "hatch.linewidth": 0.8}):
         fig.savefig(png, dpi=120, metadata={"Software": None})
         fig.savefig(svg, metadata={"Date": None, "Creator": None})

@@ -1,11 +1,16 @@
-"""``dmlbench report``: every report file, per protocol hash, plus one ranking across hashes.
+"""``dmlbench report``: every report file, per protocol hash, plus rankings across hashes.
 
 Per protocol hash — and separately for its runs with overrides, as the Markdown tables do —
 with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
 
-- ``<stem>.md`` / ``.csv`` — the summary table (:func:`dmlbench.report.tables.write_reports`);
+- ``<stem>.md`` / ``.csv`` — the summary table (:func:`dmlbench.report.board.write_reports`):
+  Markdown with mean ± std (the value alone for one seed), bold where a method is not
+  significantly worse than the best, a legend and the stability over seeds; the CSV numbers
+  only (mean, std, 95% t-interval per metric, ``n_seeds``);
 - ``<stem>.tex`` — the same table as a booktabs LaTeX table;
-- ``<stem>-bars.png`` / ``.svg`` — the primary metric per method with error bars;
+- ``<stem>-bars.png`` / ``.svg`` — the headline metric per method with error bars;
+- ``<stem>-cd.png`` / ``.svg`` — the critical-difference diagram, with two trained methods or
+  more (:mod:`dmlbench.report.cd_diagram`);
 - ``<stem>-published.md`` / ``.csv`` — reported vs reproduced, only when a published number
   exists for the protocol's data set and setting (:mod:`dmlbench.report.published`) and the
   runs have no overrides (a ``--backbone-override`` run keeps the protocol's name);
@@ -14,9 +19,13 @@ with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
 - ``<stem>.html`` — one self-contained page with all of the above and every ``<stem>-*.png``
   found beside it (so plots other commands write there with that stem appear too).
 
-And ``ranking.md`` / ``.csv``: the average rank of each method across the hashes present;
+And ``ranking.md`` / ``.csv``: the average rank of each method across the hashes present, one
+ranking per label kind; ``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X``
+reported beside ``X@defaults`` (:mod:`dmlbench.report.defaults`);
 ``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep (``dmlbench sweep``) found; and
-``index.html`` linking every page, with the sweep plots and the ranking.
+``index.html`` linking every page and diagram, with the sweep plots, the defaults-vs-tuned
+tables and the rankings. Markdown, LaTeX and HTML are for reading; every CSV holds numbers
+(empty cells where a value does not exist), for reading back with pandas.
 
 Records are grouped by protocol hash before any table is made, so the refusal to mix hashes in
 one table (:class:`dmlbench.report.tables.MixedProtocolsError`) guards, but is never triggered.
@@ -38,25 +47,30 @@ import pandas as pd
 from dmlbench.errors import DmlbenchError
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.bars import save_bars
+from dmlbench.report.board import analyse_board, write_reports
 from dmlbench.report.budget import format_budget, tuning_budget
-from dmlbench.report.confidence import confidence_table
+from dmlbench.report.cd_diagram import write_cd_diagram
+from dmlbench.report.confidence import confidence_frame, confidence_table
+from dmlbench.report.defaults import write_defaults_vs_tuned
 from dmlbench.report.html import Page, render_index, render_page
 from dmlbench.report.latex import latex_table
 from dmlbench.report.plots import sweep_points, write_sweep_plots
 from dmlbench.report.published import (
+    NOT_PERCENT,
     PublishedEntry,
     load_published,
     reported_vs_reproduced,
     setting_for,
 )
-from dmlbench.report.ranking import average_ranks, primary_metric
+from dmlbench.report.ranking import TRACKS, label_kind, ranks_by_kind
 from dmlbench.report.tables import (
     MixedProtocolsError,
     format_table,
+    numeric_summary,
     records_frame,
     render_markdown,
     summary_table,
-    write_reports,
+    to_csv,
 )
 
 OVERRIDE_NOTE = (
@@ -65,7 +79,8 @@ OVERRIDE_NOTE = (
 )
 RANKING_TEXT = (
     "Average rank of each method on each protocol's primary metric (1 = best; ties share the "
-    "average rank); Borda = methods ranked minus rank, summed over protocols."
+    "average rank); Borda = methods ranked minus rank, summed over protocols. One ranking per "
+    "label kind: a method is ranked only against methods of its own kind."
 )
 log = logging.getLogger(__name__)
 RANKING_SMOKE = (
@@ -80,8 +95,8 @@ def build_reports(
     """Write every report file for ``records`` into ``out_dir``; return the paths written.
 
     Records are grouped by (protocol hash, has overrides), like the Markdown tables; each group
-    gets its own files. The ranking uses the runs without overrides (all runs, labelled as smoke
-    tests, when there are none).
+    gets its own files. The rankings use the runs without overrides (all runs, labelled as smoke
+    tests, when there are none), one per label kind.
     """
     records = unique_records(records)
     check_one_data_copy(records)
@@ -91,17 +106,24 @@ def build_reports(
     finals = [r for g in groups.values() for r in g if r.stage == "final"]
     if not finals:
         return []
+    out_dir.mkdir(parents=True, exist_ok=True)
     published = load_published(published_dir)
     eligible = [r for r in finals if not r.overrides]
-    ranking = display_ranking(average_ranks(records_frame(eligible or finals)))
+    rankings = ranks_by_kind(records_frame(eligible or finals))
     smoke = None if eligible else RANKING_SMOKE
     pages: list[tuple[Path, Page]] = []
     written: list[Path] = []
+    cds: list[tuple[str, str]] = []
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
-            paths, page = _one_group(groups[key], key[1], out_dir, published, ranking, smoke)
+            paths, page = _one_group(groups[key], key[1], out_dir, published, rankings, smoke)
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
+            cds += [
+                (p.name, f"{page.title}: {p.suffix[1:].upper()}")
+                for p in paths
+                if p.name.endswith(("-cd.png", "-cd.svg"))
+            ]
     stems = [html.stem for html, _ in pages]
     for html, page in pages:  # plots beside the page, except those of a longer stem
         others = [s for s in stems if s != html.stem and s.startswith(html.stem)]
@@ -117,17 +139,36 @@ def build_reports(
     except MixedProtocolsError as err:  # the tables are still right; only the plot is refused
         log.warning("sweep plots skipped: %s", err)
         sweep_pngs = []
-    written += [q for p in sweep_pngs for q in (p, p.with_suffix(".svg"))]
+    written += [q for p in sweep_pngs for q in (p, p.parent / f"{p.stem}.svg")]
+    dvt_paths, dvt_tables = write_defaults_vs_tuned(records, out_dir)
+    written += dvt_paths
     index = out_dir / "index.html"
     titles = [(html.name, page.title) for html, page in pages]
-    atomic_write_text(index, render_index(titles, [p.name for p in sweep_pngs], ranking))
+    shown = {TRACKS[k]: display_ranking(v) for k, v in rankings.items()}
+    sweeps = [p.name for p in sweep_pngs]
+    atomic_write_text(index, render_index(titles, sweeps, shown, cds, dvt_tables))
     written.append(index)
+    return written + write_rankings(rankings, out_dir, smoke)
+
+
+def write_rankings(
+    rankings: dict[str, pd.DataFrame], out_dir: Path, smoke: str | None
+) -> list[Path]:
+    """``ranking.md`` (one table per label kind) and ``ranking.csv`` (numbers, ``label_kind``
+    column, empty cells where a method was not run on a protocol)."""
     note = f"\n\n*{smoke}*" if smoke else ""
-    md = f"## Ranking across protocols\n\n{RANKING_TEXT}{note}\n\n{render_markdown(ranking)}\n"
-    for path, text in ((out_dir / "ranking.md", md), (out_dir / "ranking.csv", ranking.to_csv())):
-        atomic_write_text(path, text)
-        written.append(path)
-    return written
+    parts = [f"## Ranking across protocols\n\n{RANKING_TEXT}{note}\n"]
+    parts += [
+        f"### {TRACKS[k].capitalize()}\n\n{render_markdown(display_ranking(t))}\n"
+        for k, t in rankings.items()
+    ]
+    frames = [t.assign(label_kind=k) for k, t in rankings.items()]
+    csv = pd.concat(frames) if frames else pd.DataFrame(columns=["label_kind", "average_rank"])
+    csv = csv[["label_kind", *(c for c in csv.columns if c != "label_kind")]]
+    md_path, csv_path = out_dir / "ranking.md", out_dir / "ranking.csv"
+    atomic_write_text(md_path, "\n".join(parts))
+    atomic_write_text(csv_path, to_csv(csv.rename_axis("method")))
+    return [md_path, csv_path]
 
 
 def unique_records(records: Iterable[Record]) -> list[Record]:
@@ -184,7 +225,7 @@ def _one_group(
     overridden: bool,
     out_dir: Path,
     published: list[PublishedEntry],
-    ranking: pd.DataFrame,
+    rankings: dict[str, pd.DataFrame],
     ranking_note: str | None,
 ) -> tuple[list[Path], Page]:
     """Every file of one (hash, overrides) group except its HTML page, which is returned."""
@@ -192,51 +233,76 @@ def _one_group(
     [(title, md_path, _)] = write_reports(finals, out_dir)
     stem, ref = md_path.stem, finals[0].protocol
     title += " — runs with overrides" if overridden else ""
-    written = [md_path, md_path.with_suffix(".csv")]
-    table = summary_table(records_frame(finals))
+    written = [md_path, out_dir / f"{stem}.csv"]
+    df = records_frame(finals)
+    table, board = summary_table(df), analyse_board(df)
 
     tex = out_dir / f"{stem}.tex"
     label = "tab:" + re.sub(r"[^A-Za-z0-9:-]", "-", stem)
-    caption = f"{title}: test-class metrics in %, mean ± std over seeds; best in bold."
-    atomic_write_text(tex, latex_table(table, caption, label))
+    caption = f"{title}: test-class metrics in %, {board.caption}. {board.legend}"
+    atomic_write_text(tex, latex_table(table, caption, label, bold=board.bold))
     written.append(tex)
 
-    metric = primary_metric([c for c in table.columns if c != "seeds" and table[c].notna().any()])
-    if metric is not None:
-        written += save_bars(table, metric, title, out_dir / f"{stem}-bars")
+    if board.metric is not None:
+        written += save_bars(table, board.metric, title, out_dir / f"{stem}-bars")
+        if board.scores["method"].nunique() >= 2:
+            written += write_cd_diagram(
+                board.scores,
+                board.metric,
+                out_dir / f"{stem}-cd",
+                f"{title}: {board.metric}",
+                board.higher_is_better,
+            )
 
     s = None if overridden else setting_for(ref.name)
     setting = f"{s.dataset}, {s.backbone}, {s.embedding_size}-d" if s else None
     # (the other settings are compared per published number and marked where they differ)
     entries = [] if overridden else published
-    comparison = display_comparison(reported_vs_reproduced(entries, ref.name, table))
+    numbers = reported_vs_reproduced(entries, ref.name, table)
+    comparison = display_comparison(numbers)
     footnotes = comparison.attrs.get("footnotes", [])
     if len(comparison):
         written += _write_table(
-            out_dir / f"{stem}-published",
+            out_dir,
+            f"{stem}-published",
             f"{title}: reported vs reproduced",
             comparison,
+            comparison_numbers(numbers, numeric_summary(df)),
             footnotes,
         )
-    budget = format_budget(tuning_budget(records))
-    written += _write_table(out_dir / f"{stem}-budget", f"{title}: tuning budget", budget)
+    numeric_budget = tuning_budget(records)
+    budget = format_budget(numeric_budget)
+    written += _write_table(
+        out_dir,
+        f"{stem}-budget",
+        f"{title}: tuning budget",
+        budget,
+        numeric_budget.rename(columns={"seeds": "n_seeds"}),
+    )
     confidence = confidence_table(finals)
     written += _write_table(
-        out_dir / f"{stem}-confidence", f"{title}: confidence and selection", confidence
+        out_dir,
+        f"{stem}-confidence",
+        f"{title}: confidence and selection",
+        confidence,
+        confidence_frame(finals),
     )
 
+    kinds = {label_kind(r.method, r.metrics) for r in finals} - {None}
+    own = {TRACKS[k]: display_ranking(t) for k, t in rankings.items() if k in kinds or not kinds}
     page = Page(
         title=title,
         protocol=ref.name,
         version=ref.version,
         protocol_hash=ref.hash,
-        results=format_table(table),
-        seeds=int(table["seeds"].max()),
+        results=format_table(table, bold=board.bold),
+        caption=board.caption,
+        claims=board.notes,
         comparison=comparison,
         setting=setting,
         budget=budget,
         confidence=confidence,
-        ranking=ranking,
+        rankings=own,
         notes=([OVERRIDE_NOTE] if overridden else []) + footnotes,
         no_comparison_reason="Not compared: runs with overrides." if overridden else None,
         ranking_note=ranking_note,
@@ -245,13 +311,33 @@ def _one_group(
 
 
 def _write_table(
-    stem: Path, title: str, formatted: pd.DataFrame, footnotes: list[str] | None = None
+    out_dir: Path,
+    name: str,
+    title: str,
+    formatted: pd.DataFrame,
+    numbers: pd.DataFrame,
+    footnotes: list[str] | None = None,
 ) -> list[Path]:
-    md, csv = stem.with_suffix(".md"), stem.with_suffix(".csv")
+    """``<name>.md`` from the display strings, ``<name>.csv`` from the numbers."""
+    md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
     notes = "".join(f"\n{n}\n" for n in footnotes or [])
     atomic_write_text(md, f"## {title}\n\n{render_markdown(formatted)}\n{notes}")
-    atomic_write_text(csv, formatted.to_csv())
+    atomic_write_text(csv, to_csv(numbers))
     return [md, csv]
+
+
+def comparison_numbers(comp: pd.DataFrame, numeric: pd.DataFrame) -> pd.DataFrame:
+    """The reported-vs-reproduced CSV: numbers in %, as the published values are printed, with
+    our 95% t-interval over seeds (empty for one seed)."""
+    out = comp.rename(columns={"ours": "ours_mean"}).set_index("method")
+    scale = [1.0 if m.startswith(NOT_PERCENT) else 100.0 for m in out["metric"]]
+    for side in ("lo", "hi"):
+        values = [
+            numeric.at[m, f"{k}_{side}"] for m, k in zip(out.index, out["metric"], strict=True)
+        ]
+        out[f"ours_{side}"] = [v * f for v, f in zip(values, scale, strict=True)]
+    first = ["metric", "kind", "source", "published", "ours_mean", "ours_std", "ours_lo"]
+    return out[[*first, "ours_hi", "n_seeds", "difference", "settings_differ"]]
 
 
 def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
@@ -275,7 +361,8 @@ def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
         {
             "metric": comp["metric"],
             "published": [f"{v:g}{m}" for v, m in zip(comp["published"], marks, strict=True)],
-            "ours": [f"{m:.1f} ± {s:.1f}" for m, s in pairs],
+            "ours": [f"{m:.1f}" if pd.isna(s) else f"{m:.1f} ± {s:.1f}" for m, s in pairs],
+            "seeds": [str(int(n)) for n in comp["n_seeds"]],
             "difference": [f"{d:+.1f}" for d in comp["difference"]],
             "kind": comp["kind"],
             "source": comp["source"],

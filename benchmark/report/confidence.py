@@ -1,14 +1,18 @@
 """How sure is each number: spread over seeds, and over test queries.
 
-One row per method of one protocol hash, for the headline metric (Recall@1, or nDCG for
-continuous labels):
+One row per method of one protocol hash, for the headline metric (Recall@1, or nDCG@10 for
+continuous labels; :func:`dmlbench.report.ranking.primary_metric`, the metric every table of the
+report bolds, ranks and tests on):
 
-- ``mean ± std`` over the seeds and the 95% Student-t interval of the mean
-  (:func:`dmlbench.metrics.stats.t_interval`; "n/a" with a single seed);
+- the mean over seeds, its std and the 95% Student-t interval of the mean
+  (:func:`dmlbench.metrics.stats.t_interval`); one seed has neither a std nor an interval;
 - the bootstrap 95% interval over test queries of Recall@1 (computed per run at evaluation
   time, see :mod:`dmlbench.metrics.stats`), averaged over the seeds' runs;
 - what the search selected: the trial, its validation score and the epochs trained, so a
   reader sees which hyper-parameters produced the row (``defaults`` when there was no search).
+
+:func:`confidence_frame` holds the numbers (for the CSV, in the records' units);
+:func:`confidence_table` turns them into display strings in % (for Markdown and HTML).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import pandas as pd
 
 from dmlbench.metrics.stats import t_interval
 from dmlbench.records import Record
+from dmlbench.report.ranking import primary_metric
+from dmlbench.report.tables import HIDDEN
 
 COLUMNS = [
     "seeds",
@@ -31,66 +37,84 @@ COLUMNS = [
     "selected",
     "hyper-parameters",
 ]
+STATS = ("mean", "std", "lo", "hi", "query_lo", "query_hi")
 
 
 def headline_metric(records: list[Record]) -> str | None:
-    keys = {k for r in records for k in r.metrics}
-    for prefix in ("recall@1", "ndcg@"):
-        found = sorted(k for k in keys if k.startswith(prefix) and not k.startswith("ci_"))
-        if found:
-            return found[0] if prefix == "recall@1" else max(found, key=lambda k: int(k[5:]))
-    return None
+    """The board's headline metric: recall@1, else ndcg@10, else the first metric present."""
+    keys = {k for r in records for k in r.metrics if k not in HIDDEN and not k.startswith("ci_")}
+    return primary_metric(sorted(keys))
 
 
-def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
-    """Display strings (values in %), indexed by method; finals of one protocol hash."""
+def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
+    """Numbers per method: ``metric``, ``n_seeds`` and ``<metric>_mean/_std/_lo/_hi/_query_lo/
+    _query_hi`` (NaN where a value does not exist), ``selected`` and ``hyper-parameters`` (empty
+    for the untrained row)."""
     finals = [r for r in records if r.stage == "final"]
     metric = headline_metric(finals)
-    rows = {}
     if metric is None:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=["metric", "n_seeds", "selected", "hyper-parameters"])
+    rows = {}
     for method in sorted({r.method for r in finals}, key=lambda m: (m == "untrained", m)):
         runs = [r for r in finals if r.method == method and metric in r.metrics]
-        values = np.array([r.metrics[metric] for r in runs]) * 100
+        values = np.array([r.metrics[metric] for r in runs], dtype=np.float64)
         mean, half = t_interval(values)
         std = float(values.std(ddof=1)) if values.size > 1 else math.nan
         lo = [r.metrics.get("ci_recall@1_lo", math.nan) for r in runs]
         hi = [r.metrics.get("ci_recall@1_hi", math.nan) for r in runs]
-        boot = (
-            f"[{100 * np.nanmean(lo):.1f}, {100 * np.nanmean(hi):.1f}]"
-            if metric == "recall@1" and not np.all(np.isnan(lo))
-            else "n/a"
+        has_boot = metric == "recall@1" and not np.all(np.isnan(lo))
+        stats = (mean, std, mean - half, mean + half) + (
+            (float(np.nanmean(lo)), float(np.nanmean(hi))) if has_boot else (math.nan, math.nan)
         )
         rows[method] = {
-            "seeds": str(len(runs)),
             "metric": metric,
-            "mean ± std": f"{mean:.1f} ± {std:.1f}" if len(runs) > 1 else f"{mean:.1f}",
-            "95% CI (seeds)": "n/a"
-            if math.isnan(half)
-            else f"[{mean - half:.1f}, {mean + half:.1f}]",
-            "95% CI (queries)": boot,
+            "n_seeds": len(runs),
+            **{f"{metric}_{k}": v for k, v in zip(STATS, stats, strict=True)},
             "selected": _selected(runs),
             "hyper-parameters": _hparams(runs),
+        }
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "method"
+    return out
+
+
+def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
+    """Display strings (values in %), indexed by method; finals of one protocol hash."""
+    frame = confidence_frame(records)
+    if frame.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    rows = {}
+    for method, row in frame.iterrows():
+        metric = str(row["metric"])
+        mean, std, lo, hi, qlo, qhi = (100 * float(row[f"{metric}_{k}"]) for k in STATS)
+        rows[method] = {
+            "seeds": str(int(row["n_seeds"])),
+            "metric": metric,
+            "mean ± std": f"{mean:.1f}" if math.isnan(std) else f"{mean:.1f} ± {std:.1f}",
+            "95% CI (seeds)": _interval(lo, hi),
+            "95% CI (queries)": _interval(qlo, qhi),
+            "selected": row["selected"] or "—",
+            "hyper-parameters": row["hyper-parameters"] or "—",
         }
     out = pd.DataFrame.from_dict(rows, orient="index", columns=COLUMNS)
     out.index.name = "method"
     return out
 
 
-def _interval(mean: float, half: float) -> str:
-    return "n/a" if math.isnan(half) else f"[{mean - half:.1f}, {mean + half:.1f}]"
+def _interval(lo: float, hi: float) -> str:
+    return "n/a" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
 
 
 def _hparams(runs: list[Record]) -> str:
     if not runs or runs[0].method == "untrained":
-        return "—"
+        return ""
     items = runs[0].hparams.items()
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
 
 
 def _selected(runs: list[Record]) -> str:
     if not runs or runs[0].method == "untrained":
-        return "—"
+        return ""
     s = runs[0].search
     if not s:
         return "overridden hyper-parameters" if runs[0].overrides.get("hparams") else "defaults"

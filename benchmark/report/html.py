@@ -1,10 +1,12 @@
 """One self-contained HTML page per protocol hash.
 
-The page holds the title, protocol name/version/hash, the results table, the plots, the
-reported-vs-reproduced table, the tuning budget and the ranking across protocols. No external
-CSS, JavaScript or fonts (the style sheet is inline), so the page opens offline and from a file
-system; plots are ``<img>`` tags with paths relative to the page (PNG files written beside it).
-Every text cell is HTML-escaped; the Markdown bold of the formatted tables becomes ``<strong>``.
+The page holds the title, protocol name/version/hash, the results table with what it may claim
+(seeds, the methods not significantly worse than the best, stability over seeds), the plots
+(bars, critical-difference diagram), the reported-vs-reproduced table, the tuning budget and the
+ranking across the protocols of the page's label kind. No external CSS, JavaScript or fonts
+(the style sheet is inline), so the page opens offline and from a file system; plots are
+``<img>`` tags with paths relative to the page (PNG files written beside it). Every text cell is
+HTML-escaped; the Markdown bold of the formatted tables becomes ``<strong>``.
 """
 
 from __future__ import annotations
@@ -30,16 +32,15 @@ code { background: #f3f3f3; padding: 0 0.2rem; }
 figure { margin: 1rem 0; } img { max-width: 100%; border: 1px solid #ddd; }
 .note { color: #555; font-size: 0.9rem; }
 """
-RESULTS_TEXT = (
-    "Test-class metrics in %, mean ± std over seeds (up to {seeds}); best trained value in bold."
-)
+RESULTS_TEXT = "Test-class metrics in % (mld@K in label units, lower is better), {caption}."
 COMPARISON_TEXT = (
     "Published numbers for the same data set and setting ({setting}), in % as printed; ours is "
-    "mean ± std over seeds; difference = ours − published."
+    "mean ± std over seeds (the value alone for one seed); difference = ours − published."
 )
 RANKING_TEXT = (
     "Average rank on each protocol's primary metric (1 = best, ties share the average rank); "
-    "Borda = methods ranked minus rank, summed over protocols."
+    "Borda = methods ranked minus rank, summed over protocols. One ranking per label kind: a "
+    "method is ranked only against methods of its own kind."
 )
 
 
@@ -52,20 +53,26 @@ class Page:
     version: int
     protocol_hash: str
     results: pd.DataFrame
-    seeds: int
+    caption: str
     comparison: pd.DataFrame | None = None
     setting: str | None = None
     budget: pd.DataFrame | None = None
     confidence: pd.DataFrame | None = None
-    ranking: pd.DataFrame | None = None
+    rankings: dict[str, pd.DataFrame] = field(default_factory=dict)
     images: list[str] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     no_comparison_reason: str | None = None
     ranking_note: str | None = None
 
 
+DEFAULTS_TEXT = (
+    "Headline metric in %, mean over seeds under the paper defaults and after tuning; rank "
+    "change = rank with defaults − rank tuned (positive: tuning moved the method up)."
+)
 CONFIDENCE_TEXT = (
-    "Headline metric in %: mean ± std over seeds, the 95% Student-t interval of that mean, "
+    "Headline metric in %: mean ± std over seeds (the value alone, and no interval, for one "
+    "seed), the 95% Student-t interval of that mean, "
     "and the 95% bootstrap interval over test queries of one run (averaged over the seeds' "
     "runs). 'selected' is the search trial whose hyper-parameters and epoch count were "
     "retrained for every seed."
@@ -109,8 +116,9 @@ def render_page(page: Page) -> str:
         "hashes are never put in one table.</p>",
         _section(
             "Results",
-            _p(RESULTS_TEXT.format(seeds=page.seeds)),
+            _p(RESULTS_TEXT.format(caption=page.caption)),
             html_table(page.results),
+            *(_p(n) for n in page.claims),
             *(_p(n, "note") for n in page.notes),
         ),
     ]
@@ -152,14 +160,10 @@ def render_page(page: Page) -> str:
                 html_table(page.budget),
             )
         )
-    if page.ranking is not None and len(page.ranking):
+    if page.rankings:
+        note = [_p(page.ranking_note, "note")] if page.ranking_note else []
         parts.append(
-            _section(
-                "Ranking across protocols",
-                _p(RANKING_TEXT),
-                *([_p(page.ranking_note, "note")] if page.ranking_note else []),
-                html_table(page.ranking),
-            )
+            _section("Ranking across protocols", _p(RANKING_TEXT), *note, *_rankings(page.rankings))
         )
     body = "\n".join(parts)
     return (
@@ -170,15 +174,29 @@ def render_page(page: Page) -> str:
     )
 
 
+def _rankings(rankings: dict[str, pd.DataFrame]) -> list[str]:
+    return [f"<h3>{escape(k.capitalize())}</h3>\n{html_table(t)}" for k, t in rankings.items()]
+
+
+def _links(items: list[tuple[str, str]]) -> str:
+    lines = "\n".join(f'<li><a href="{escape(h)}">{escape(t)}</a></li>' for h, t in items)
+    return f"<ul>\n{lines}\n</ul>"
+
+
 def render_index(
-    pages: list[tuple[str, str]], sweep_images: list[str], ranking: pd.DataFrame | None
+    pages: list[tuple[str, str]],
+    sweep_images: list[str],
+    rankings: dict[str, pd.DataFrame],
+    cd_diagrams: list[tuple[str, str]] | None = None,
+    defaults_vs_tuned: list[tuple[str, pd.DataFrame]] | None = None,
 ) -> str:
-    """``index.html``: a link to every protocol-hash page, the sweep plots (which span hashes:
-    one derived protocol per point, so they belong to no single page) and the ranking."""
-    links = "\n".join(
-        f'<li><a href="{escape(href)}">{escape(title)}</a></li>' for href, title in pages
-    )
-    parts = ["<h1>dmlbench reports</h1>", _section("Protocols", f"<ul>\n{links}\n</ul>")]
+    """``index.html``: a link to every protocol-hash page, every critical-difference diagram
+    (``(href, title)``), the sweep plots (which span hashes: one derived protocol per point, so
+    they belong to no single page), the defaults-vs-tuned tables and the rankings."""
+    parts = ["<h1>dmlbench reports</h1>", _section("Protocols", _links(pages))]
+    if cd_diagrams:
+        why = "Average rank over seeds; bars join methods not significantly different."
+        parts.append(_section("Critical-difference diagrams", _p(why), _links(cd_diagrams)))
     if sweep_images:
         figs = [
             f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
@@ -192,8 +210,10 @@ def render_index(
                 *figs,
             )
         )
-    if ranking is not None and len(ranking):
-        parts.append(_section("Ranking across protocols", _p(RANKING_TEXT), html_table(ranking)))
+    for title, table in defaults_vs_tuned or []:
+        parts.append(_section(title, _p(DEFAULTS_TEXT), html_table(table)))
+    if rankings:
+        parts.append(_section("Ranking across protocols", _p(RANKING_TEXT), *_rankings(rankings)))
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>dmlbench reports</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"

@@ -1,7 +1,8 @@
 """LaTeX (booktabs) tables for papers, from the same summary tables as the Markdown.
 
-The cells are :func:`dmlbench.report.tables.format_table`'s strings (mean ± std in %, best in
-bold), turned into LaTeX: ``±`` becomes ``$\\pm$``, ``**x**`` becomes ``\\textbf{x}`` and every
+The cells are :func:`dmlbench.report.tables.format_table`'s strings (mean ± std in %, the value
+alone for one seed, bold where a method is not significantly worse than the best), turned into
+LaTeX: ``±`` becomes ``$\\pm$``, ``**x**`` becomes ``\\textbf{x}`` and every
 character LaTeX treats specially (``_ & % $ # { } ~ ^ \\``) is escaped, so method names
 such as ``triplet_semihard`` or a plug-in's ``a&b`` compile. The output needs
 ``\\usepackage{booktabs}``.
@@ -10,6 +11,7 @@ such as ``triplet_semihard`` or a plug-in's ``a&b`` compile. The output needs
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Mapping
 
 import pandas as pd
 
@@ -27,6 +29,10 @@ _SPECIAL = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "±": r"$\pm$",
+    "α": r"$\alpha$",
+    "τ": r"$\tau$",
+    ">": r"$>$",
+    "<": r"$<$",
 }
 _BOLD = re.compile(r"^\*\*(.*)\*\*$")
 PRETTY = {"nmi": "NMI", "map@r": "MAP@R", "r_precision": "R-Prec.", "seeds": "seeds"}
@@ -74,6 +80,12 @@ def render_latex(formatted: pd.DataFrame, caption: str, label: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def latex_table(table: pd.DataFrame, caption: str, label: str) -> str:
-    """LaTeX of a :func:`dmlbench.report.tables.summary_table` (one protocol hash)."""
-    return render_latex(format_table(table), caption, label)
+def latex_table(
+    table: pd.DataFrame,
+    caption: str,
+    label: str,
+    bold: Mapping[str, Collection[str]] | None = None,
+) -> str:
+    """LaTeX of a :func:`dmlbench.report.tables.summary_table` (one protocol hash); ``bold``
+    as in :func:`~dmlbench.report.tables.format_table`."""
+    return render_latex(format_table(table, bold=bold), caption, label)

@@ -184,7 +184,8 @@ def differences(entry: PublishedEntry, ours: ComparableSetting) -> list[str]:
 def reported_vs_reproduced(
     entries: list[PublishedEntry], protocol_name: str, table: pd.DataFrame
 ) -> pd.DataFrame:
-    """Published value, ours (mean ± std over seeds, in %) and ours − published.
+    """Published value, ours (mean and std over seeds, in %; std NaN for one seed, with
+    ``n_seeds``) and ours − published.
 
     ``table`` is :func:`dmlbench.report.tables.summary_table` of one protocol hash (metrics as
     fractions). One row per (method, published entry, metric) where both sides have a number;
@@ -213,13 +214,14 @@ def reported_vs_reproduced(
                 "source": e.source,
                 "published": value,
                 "ours": ours,
-                "ours_std": float(table.at[e.method, f"{metric}_std"]) * scale,
+                "ours_std": float(table.at[e.method, f"{metric}_std"]) * scale,  # NaN: 1 seed
+                "n_seeds": int(table.at[e.method, "seeds"]),
                 "difference": ours - value,
                 "settings_differ": differs,
             }
     columns = [
-        "method", "metric", "kind", "source", "published", "ours", "ours_std", "difference",
-        "settings_differ",
+        "method", "metric", "kind", "source", "published", "ours", "ours_std", "n_seeds",
+        "difference", "settings_differ",
     ]  # fmt: skip
     out = pd.DataFrame(list(rows.values()), columns=columns)
     order = {m: i for i, m in enumerate(table.index)}

@@ -10,9 +10,16 @@ where it was run (so it is only comparable between methods run on the same proto
 the number of methods ranked there minus its rank, summed over hashes. The untrained baseline is
 left out; it would only push every trained method's rank down by one. Ranking never mixes
 numbers of different hashes: each hash ranks its own methods, only ranks are combined.
+
+Nor does it mix tracks (:func:`ranks_by_kind`): class-label methods (Recall@K on CUB, glyphs)
+and continuous-label methods (nDCG on poses) solve different problems, and an average rank
+over both would put a pose method's rank 1 among three beside a class method's rank 1 among
+fifteen. Each label kind gets its own ranking; a method is ranked only against its own kind.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -20,6 +27,7 @@ from dmlbench.report.tables import metric_columns
 
 LOWER_IS_BETTER = ("mld@",)
 UNTRAINED = "untrained"
+TRACKS = {"class": "class labels", "continuous": "continuous labels"}
 
 
 def primary_metric(columns: list[str]) -> str | None:
@@ -77,4 +85,39 @@ def average_ranks(df: pd.DataFrame) -> pd.DataFrame:
     )
     out = out.drop(columns="_name")
     out.attrs["metrics"] = metrics
+    return out
+
+
+def label_kind(method: str, metrics: Iterable[str]) -> str | None:
+    """``class`` or ``continuous`` for a run, None for the untrained row or an unknown method.
+
+    Read from the metrics the run computed (Recall@K only exists for class labels, nDCG@K only
+    for continuous ones), else from the method registry.
+    """
+    if method == UNTRAINED:
+        return None
+    keys = list(metrics)
+    for prefix, kind in (("recall@", "class"), ("ndcg@", "continuous")):
+        if any(k.startswith(prefix) for k in keys):
+            return kind
+    from dmlbench.methods import METHODS
+
+    return str(METHODS.get(method).label_kind) if method in METHODS else None
+
+
+def ranks_by_kind(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """One :func:`average_ranks` table per label kind present (``class``, ``continuous``)."""
+    if df.empty:
+        return {}
+    metrics = metric_columns(df)
+    kinds = [
+        label_kind(str(row["method"]), [m for m in metrics if pd.notna(row[m])])
+        for _, row in df.iterrows()
+    ]
+    series = pd.Series(kinds, index=df.index, dtype=object)
+    out = {}
+    for kind in TRACKS:
+        ranks = average_ranks(df[series == kind])
+        if len(ranks):
+            out[kind] = ranks
     return out

@@ -7,17 +7,19 @@ comparison would be exactly the unfair comparison this project exists to avoid.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
+import math
+from collections.abc import Collection, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.records import Record, atomic_write_text
+from dmlbench.metrics.stats import t_interval
+from dmlbench.records import Record
 
 METRIC_ORDER = ("recall@", "map@r", "r_precision", "nmi", "ndcg@", "mld@")
 HIDDEN = {"queries", "lone_queries"}
+UNTRAINED = "untrained"
 
 
 class MixedProtocolsError(DmlbenchError):
@@ -60,8 +62,9 @@ def metric_columns(df: pd.DataFrame) -> list[str]:
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds per method, for the records of exactly one protocol hash.
 
-    Returns a frame indexed by method with columns ``<metric>`` (mean), ``<metric>_std`` and
-    ``seeds``; methods sorted by the first metric, best first, the untrained baseline last.
+    Returns a frame indexed by method with columns ``<metric>`` (mean), ``<metric>_std`` (NaN
+    for one seed) and ``seeds``; methods sorted by the first metric, best first, the untrained
+    baseline last.
     """
     hashes = df["protocol_hash"].unique()
     if len(hashes) > 1:
@@ -72,7 +75,7 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     metrics = metric_columns(df)
     grouped = df.groupby("method")
     table = grouped[metrics].mean()
-    std = grouped[metrics].std(ddof=1).fillna(0.0).add_suffix("_std")
+    std = grouped[metrics].std(ddof=1).add_suffix("_std")  # NaN with one seed: no spread
     table = table.join(std)
     table["seeds"] = grouped["seed"].nunique()
     if metrics:
@@ -82,30 +85,72 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def format_table(table: pd.DataFrame, percent: bool = True) -> pd.DataFrame:
-    """Strings ``mean ± std`` (in %, as papers report them), best trained value in bold; a
-    method with a single seed gets its value alone (no ``± 0.0`` that would claim no spread)."""
+def format_table(
+    table: pd.DataFrame, percent: bool = True, bold: Mapping[str, Collection[str]] | None = None
+) -> pd.DataFrame:
+    """Display strings: ``mean ± std`` (in %, as papers report them), or the value alone for a
+    method with one seed (no ``± 0.0`` that would claim no spread).
+
+    ``bold`` maps a metric to the methods whose cell is bold (the methods not significantly
+    worse than the best, :mod:`dmlbench.report.board`); nothing is bold without it, because a
+    higher mean alone is no evidence of a better method. The untrained row is never bold.
+    """
     metrics = [c for c in table.columns if not c.endswith("_std") and c != "seeds"]
     scale = 100.0 if percent else 1.0
+    bold = bold or {}
     out = pd.DataFrame(index=table.index)
-    trained = [m for m in table.index if m != "untrained"]
     for m in metrics:
         # mean label distance is in label units and lower is better; the rest are fractions
-        lower = m.startswith("mld@")
-        col = table.loc[trained, m] if trained else pd.Series(dtype=float)
-        best = (col.min() if lower else col.max()) if trained else np.nan
+        digits, factor = (3, 1.0) if m.startswith("mld@") else (1, scale)
+        chosen = set(bold.get(m, ())) - {UNTRAINED}
         cells = []
         for method, row in table.iterrows():
-            digits, factor = (3, 1.0) if lower else (1, scale)
+            if pd.isna(row[m]):
+                cells.append("—")
+                continue
             text = f"{row[m] * factor:.{digits}f}"
-            if row["seeds"] > 1:  # one seed has no spread: show none rather than ± 0
-                text += f" ± {row[m + '_std'] * factor:.{digits}f}"
-            if method != "untrained" and np.isclose(row[m], best):
-                text = f"**{text}**"
-            cells.append(text)
+            std = row.get(m + "_std", math.nan)
+            if row["seeds"] > 1 and pd.notna(std):
+                text += f" ± {std * factor:.{digits}f}"
+            cells.append(f"**{text}**" if method in chosen else text)
         out[m] = cells
     out["seeds"] = table["seeds"].astype(int)
     return out
+
+
+def numeric_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """The machine-readable summary of one protocol hash, for its CSV.
+
+    Per metric ``<metric>_mean``, ``_std`` and the 95% Student-t interval of the mean over seeds
+    ``_lo`` / ``_hi`` (in the records' units: fractions, label distances for ``mld@K``), then
+    ``n_seeds``. A value that does not exist (the std or interval of one seed, a metric a
+    method lacks) is NaN, an empty cell in the CSV, never 0 or "n/a".
+    """
+    order = summary_table(df).index
+    metrics = metric_columns(df)
+    rows = {}
+    for method, part in df.groupby("method"):
+        row: dict[str, float] = {}
+        for m in metrics:
+            values = part[m].dropna().to_numpy(dtype=np.float64)
+            mean, half = t_interval(values)
+            std = float(values.std(ddof=1)) if values.size > 1 else math.nan
+            row |= {
+                f"{m}_mean": mean,
+                f"{m}_std": std,
+                f"{m}_lo": mean - half,
+                f"{m}_hi": mean + half,
+            }
+        rows[method] = row | {"n_seeds": part["seed"].nunique()}
+    columns = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "lo", "hi")] + ["n_seeds"]
+    out = pd.DataFrame.from_dict(rows, orient="index", columns=columns).loc[order]
+    out.index.name = "method"
+    return out
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """CSV text: floats as Python prints them (they read back exactly), missing values empty."""
+    return frame.to_csv(na_rep="")
 
 
 def render_markdown(formatted: pd.DataFrame, index_name: str = "method") -> str:
@@ -120,38 +165,3 @@ def render_markdown(formatted: pd.DataFrame, index_name: str = "method") -> str:
 
     sep = "| " + " | ".join("-" * w for w in widths) + " |"
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
-
-
-def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path, str]]:
-    """Write ``<protocol>-<hash12>.md`` and ``.csv`` per protocol hash.
-
-    Returns (title, markdown path, markdown text) per table.
-    """
-    if not records:
-        return []
-    df = records_frame(r for r in records if r.stage == "final")
-    if df.empty:
-        return []
-    written = []
-    for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
-        name, version = part["protocol"].iloc[0], int(part["version"].iloc[0])
-        table = summary_table(part)
-        stem = f"{name}-{h[:12]}" + ("-overrides" if overridden else "")
-        csv_path = out_dir / f"{stem}.csv"
-        md_path = out_dir / f"{stem}.md"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(csv_path, table.to_csv(float_format="%.6f"))
-        title = f"{name} v{version} (protocol hash {h[:12]})"
-        note = (
-            "\n\n*Runs with overrides (e.g. --max-steps): smoke tests, not leaderboard numbers.*"
-            if overridden
-            else ""
-        )
-        md = (
-            f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), "
-            "mean ± std over seeds; best in bold."
-            f"\n\n{render_markdown(format_table(table))}{note}\n"
-        )
-        atomic_write_text(md_path, md)
-        written.append((title, md_path, md))
-    return written

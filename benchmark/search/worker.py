@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dmlbench.data.base import Split
+from dmlbench.engine import progress
 from dmlbench.engine.checkpoint import TrainingInterrupted
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, create_method
@@ -30,6 +31,7 @@ from dmlbench.protocol import MetricsSpec, Protocol
 from dmlbench.search.storage import SearchOptions, claim_lock, open_storage, quiet_optuna
 from dmlbench.search.study import _reap_local_dead, count_trials, make_pruner, study_name
 from dmlbench.search.validation import objective_metric, validation_folds, validation_metrics
+from dmlbench.tracking import RunLog, Shifted, Tracker, activated, current, open_tracker
 
 if TYPE_CHECKING:
     import optuna
@@ -49,11 +51,13 @@ def run_worker(
     options: SearchOptions,
     url: str,
     index: int = 0,
+    tracker: Tracker | None = None,
 ) -> int:
     """Claim and run trials until the study's budget is finished; returns how many ran here.
 
     A worker with nothing left to claim waits while other workers' trials are running: if one
-    of them dies, its trial is re-queued and this worker takes it over.
+    of them dies, its trial is re-queued and this worker takes it over. Each trial's
+    hyper-parameters and per-epoch curve go to ``tracker`` (default: the command's).
     """
     import optuna
 
@@ -71,7 +75,8 @@ def run_worker(
     study = optuna.load_study(
         study_name=name, storage=storage, sampler=sampler, pruner=make_pruner(protocol)
     )
-    ran = 0
+    ran, clock = 0, _StudyClock(budget, count_trials(study).finished)
+    tracker = tracker or current()
     while True:
         with claim_lock(storage, url, name):
             optuna.storages.fail_stale_trials(study)
@@ -89,11 +94,34 @@ def run_worker(
             time.sleep(min(options.heartbeat, 2))
             continue
         with _heartbeat(storage, trial._trial_id, options.heartbeat):
-            line = _run_trial(study, trial, protocol, method, train_split, fingerprint, run)
+            line = _run_trial(
+                study, trial, protocol, method, train_split, fingerprint, run, tracker
+            )
         ran += 1
-        if True:  # one line per trial, with or without progress bars
-            print(f"  {method} trial {trial.number} ({counts.finished + 1}/{budget}): {line}",
-                  file=sys.stderr)  # fmt: skip
+        # one line per trial, with or without progress bars (the count is the study's: other
+        # workers' trials included, so the ETA is the study's, not this worker's)
+        progress.line(
+            f"  {method} trial {trial.number} {clock.tick(count_trials(study).finished)}: {line}"
+        )
+
+
+@dataclass
+class _StudyClock:
+    """Elapsed time and ETA of a study, from the trials finished (by any worker) since this
+    worker joined it: a resumed study or a second worker does not skew the rate."""
+
+    budget: int
+    finished_at_start: int
+    start: float = field(default_factory=time.perf_counter)
+
+    def tick(self, finished: int) -> str:
+        elapsed = time.perf_counter() - self.start
+        done = finished - self.finished_at_start
+        left = progress.eta(elapsed, done, self.budget - self.finished_at_start)
+        return (
+            f"({min(finished, self.budget)}/{self.budget}; {progress.clock(elapsed)} elapsed, "
+            f"ETA {progress.clock(left)})"
+        )
 
 
 @contextmanager
@@ -145,10 +173,13 @@ def _run_trial(
     train_split: Split,
     fingerprint: str,
     run: RunOptions,
+    tracker: Tracker,
 ) -> str:
     """Train on every fold, report per-epoch validation scores, tell the study, write a record.
 
-    Returns a one-line summary for the progress output.
+    The tracker gets the trial's per-epoch loss and validation scores (at the pruner's steps)
+    and, at its end, its hyper-parameters with its value. Returns a one-line summary for the
+    progress output.
     """
     import optuna
     from optuna.trial import TrialState
@@ -160,6 +191,8 @@ def _run_trial(
     hparams = METHODS.get(method).search_space(ExactBatchTrial(trial, protocol.batch.size))
     trial.set_user_attr("hparams", hparams)
     log_ = _TrialLog()
+    path = _trial_path(protocol, method, trial.number, run)
+    log_.track = tracker.open_run(f"{protocol.name}/{protocol.hash[:12]}/{path.stem}")
     state, value, reason = TrialState.COMPLETE, math.nan, ""
     try:
         value = _train_folds(
@@ -176,6 +209,7 @@ def _run_trial(
         study.tell(trial, state=TrialState.FAIL)
         log.warning("trial %d of %s failed: %s; the study goes on", trial.number, method, err)
     except (TrainingInterrupted, KeyboardInterrupt):
+        state = TrialState.FAIL  # for the tracker; the trial is re-queued
         trial.set_user_attr("interrupted", True)
         study.tell(trial, state=TrialState.FAIL)
         study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
@@ -186,6 +220,8 @@ def _run_trial(
         trial.set_user_attr("fail_reason", reason)
         study.tell(trial, state=TrialState.FAIL)
         log.exception("trial %d of %s failed; the study goes on", trial.number, method)
+    finally:
+        _close_track(log_.track, hparams, state.name.lower(), metric, value)
     _write_trial_record(
         protocol, method, trial, hparams, fingerprint, run, metric, value, log_.curve,
         {"state": state.name.lower(), "study": study.study_name, "reason": reason},
@@ -204,6 +240,20 @@ class _TrialLog:
     scores: list[list[float]] = field(default_factory=list)  # per fold, per epoch
     steps: int = 0
     train_seconds: float = 0.0
+    track: RunLog | None = None
+
+
+def _close_track(
+    track: RunLog | None, hparams: HParams, state: str, metric: str, value: float
+) -> None:
+    """The trial's hyper-parameters and value, then the tracked run is closed (even when the
+    trial was interrupted: what it logged stays readable)."""
+    if track is None:
+        return
+    try:
+        track.hparams({**hparams, "state": state}, {f"trial/val_{metric}": value})
+    finally:
+        track.close()
 
 
 def _train_folds(
@@ -250,12 +300,16 @@ def _train_folds(
             on_epoch_end=hook,
             progress=run.progress,
             accel=run.accel,
+            track=Shifted(log_.track, f * protocol.optim.epochs) if log_.track else None,
+            label=f"{method} trial {trial.number} fold {f + 1}/{len(folds)}",
         )
         log_.steps += result.steps
         log_.train_seconds += result.train_seconds
         if not fold_scores:  # --max-steps ended training inside the first epoch
             fold_scores.append(_score(result.model, va, spec, metric, device, seed))
             log_.curve.append({"fold": float(f), "epoch": 0.0, f"val_{metric}": fold_scores[0]})
+            if log_.track is not None:
+                log_.track.scalars({f"val_{metric}": fold_scores[0]}, f * protocol.optim.epochs)
     n = min(len(s) for s in log_.scores)
     mean_curve = np.mean([s[:n] for s in log_.scores], axis=0)
     best_epoch = int(np.argmax(mean_curve))
@@ -297,7 +351,6 @@ def _write_trial_record(
         Timings,
         command_line,
         environment,
-        record_path,
         save_record,
     )
 
@@ -317,11 +370,17 @@ def _write_trial_record(
         env=environment(run.device),
         command=command_line(),
     )
-    path = record_path(
-        run.results_dir, protocol.name, protocol.hash, method, record.seed,
-        "search-trial", run.overrides, trial=trial.number,
+    save_record(record, _trial_path(protocol, method, trial.number, run))
+
+
+def _trial_path(protocol: Protocol, method: str, number: int, run: RunOptions) -> Any:
+    """The trial's record file (its stem also names the trial's run in the tracker)."""
+    from dmlbench.records import record_path
+
+    return record_path(
+        run.results_dir, protocol.name, protocol.hash, method, protocol.seeds[0],
+        "search-trial", run.overrides, trial=number,
     )  # fmt: skip
-    save_record(record, path)
 
 
 # --------------------------------------------------------------------------- processes
@@ -333,10 +392,13 @@ def spawn_workers(
     """Start ``n`` extra worker processes on this machine (spawned: no forked torch state)."""
     ctx = mp.get_context("spawn")
     procs = []
+    # A spawned process starts with nothing configured: it repeats this one's logging and
+    # opens its own writer to the same tracker (TensorBoard event files are per process).
+    setup = (progress.current_setup(), current().spec)
     for index in range(1, n + 1):
         p = ctx.Process(
             target=_child,
-            args=(protocol.model_dump(mode="json"), method, run, options, url, index),
+            args=(protocol.model_dump(mode="json"), method, run, options, url, index, setup),
             name=f"dmlbench-search-{index}",
         )
         p.start()
@@ -351,6 +413,7 @@ def _child(
     options: SearchOptions,
     url: str,
     index: int,
+    setup: tuple[progress.LogSetup | None, str | None] = (None, None),
 ) -> None:
     import torch
 
@@ -360,13 +423,17 @@ def _child(
 
     if run.threads is not None:  # the parent's count, so --workers moves no number
         torch.set_num_threads(run.threads)
+    log_setup, track_spec = setup
+    if log_setup is not None:
+        progress.configure_logging(log_setup.level, log_setup.log_file)
     try:
         load_plugins(options.plugins)
         protocol = validate_protocol(raw, source=f"search worker {index}")
         data = load_data(protocol, run.data_root)
-        run_worker(
-            protocol, method, data.train, data.fingerprint,
-            replace(run, progress=False), options, url, index,
-        )  # fmt: skip
+        with activated(open_tracker(track_spec)) as tracker:
+            run_worker(
+                protocol, method, data.train, data.fingerprint,
+                replace(run, progress=False), options, url, index, tracker,
+            )  # fmt: skip
     except (TrainingInterrupted, KeyboardInterrupt):
         sys.exit(130)

@@ -121,7 +121,7 @@ def test_search_trials_only_give_no_report_but_count_in_budget(tmp_path: Path) -
     final = rec("npairs", 0, "f" * 64, "q", epochs=5, m={"recall@1": 0.4})
     build_reports([*trials, final], tmp_path, PUBLISHED)
     budget = (tmp_path / "q-ffffffffffff-budget.csv").read_text().splitlines()
-    assert budget[0].split(",")[:5] == ["method", "trials", "finals", "seeds", "epochs"]
+    assert budget[0].split(",")[:5] == ["method", "trials", "finals", "n_seeds", "epochs"]
     assert budget[1].split(",")[:5] == ["npairs", "3", "1", "1", "11"]
 
 
@@ -164,6 +164,26 @@ def test_report_leaves_the_committed_leaderboard_out_unless_asked(tmp_path: Path
         return (out / f"p-{'a' * 12}.md").read_text()
 
     alone = report()
-    assert "**50.0**" in alone and "90.0" not in alone
+    assert "| npairs | 50.0 " in alone and "90.0" not in alone
     both = report("--include-leaderboard")
     assert "70.0 ± 28.3" in both  # the board's seed too: the user asked for it
+
+
+def test_every_csv_of_a_build_is_numbers(built: tuple[Path, list[Path]]) -> None:
+    """Incl. reported vs reproduced (in %, as printed) and the ranking's empty cells."""
+    import csv
+
+    tmp_path, written = built
+    for path in (p for p in written if p.suffix == ".csv"):
+        text = path.read_text(encoding="utf-8")
+        assert not any(bad in text for bad in ("±", "n/a", "—", "**", "†")), path.name
+    with (tmp_path / "cub200-cccccccccccc-published.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    npairs = next(r for r in rows if r["method"] == "npairs" and r["metric"] == "recall@1")
+    assert float(npairs["ours_mean"]) == pytest.approx(51.0)  # seeds .50 and .52, in %
+    assert float(npairs["ours_lo"]) < 51.0 < float(npairs["ours_hi"])
+    assert npairs["n_seeds"] == "2"
+    assert float(npairs["difference"]) == pytest.approx(51.0 - float(npairs["published"]))
+    with (tmp_path / "ranking.csv").open(encoding="utf-8") as fh:
+        ranking = {r["method"]: r for r in csv.DictReader(fh)}
+    assert ranking["npairs"]["cub200 cccccccc"] != "" and ranking["npairs"]["glyphs eeeeeeee"] == ""

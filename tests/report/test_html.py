@@ -102,7 +102,7 @@ def test_cells_are_escaped() -> None:
         version=1,
         protocol_hash="h",
         results=df,
-        seeds=1,
+        caption="one seed (0): no spread, no significance claimed",
         images=["x.png"],
     )
     html = render_page(page)
@@ -126,6 +126,8 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     p = parse(index)
     assert p.external == [] and "Sweeps" in p.headings
     links = re.findall(r'<a href="([^"]+)"', index.read_text())
-    assert len(links) == 3 and all((tmp_path / href).is_file() for href in links)
+    assert all((tmp_path / href).is_file() for href in links)
+    assert len([h for h in links if h.endswith(".html")]) == 3
+    assert len([h for h in links if "-cd." in h]) == 4  # two sweep points with two methods each
     assert p.images == ["sweep-glyphs-mini-model.embedding_size.png"]
     assert (tmp_path / p.images[0]).read_bytes()[:4] == b"\x89PNG"

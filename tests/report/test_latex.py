@@ -44,7 +44,14 @@ def test_booktabs_table_from_summary() -> None:
     body = [b for b in body if b != r"\midrule"]
     assert header == r"Method & R@1 & NMI & seeds \\"
     assert all(row.count("&") - row.count(r"\&") == 3 for row in body)
-    assert body[0] == r"my\_method & \textbf{65.0 $\pm$ 7.1} & 50.0 $\pm$ 0.0 & 2 \\"
-    assert body[1] == r"b\&c & 40.0 & \textbf{55.0} & 1 \\"  # one seed: no spread shown
-    assert body[2].startswith("untrained & 20.0")  # the baseline is never bold
+    assert body[0] == r"my\_method & 65.0 $\pm$ 7.1 & 50.0 $\pm$ 0.0 & 2 \\"  # no bold asked
+    assert body[1] == r"b\&c & 40.0 & 55.0 & 1 \\"  # one seed: no spread shown
+    assert body[2].startswith("untrained & 20.0")
     assert "**" not in tex and "±" not in tex
+    bold = latex_table(summary_table(records_frame(records)), "c", "l", bold={
+        "recall@1": ["my_method", "untrained"], "nmi": ["b&c"]})  # fmt: skip
+    rows = bold.splitlines()
+    assert r"my\_method & \textbf{65.0 $\pm$ 7.1} & 50.0 $\pm$ 0.0 & 2 \\" in rows
+    assert r"b\&c & 40.0 & \textbf{55.0} & 1 \\" in rows
+    assert r"untrained & 20.0 & 30.0 & 1 \\" in rows  # the baseline is never bold
+    assert escape("α = 0.05; a > b") == r"$\alpha$ = 0.05; a $>$ b"

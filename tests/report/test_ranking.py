@@ -64,3 +64,50 @@ def test_empty_without_final_records() -> None:
     records = [rec("a", 0, stage="search-trial")]
     r = average_ranks(records_frame(records))
     assert r.empty and list(r.columns[:3]) == ["average_rank", "borda", "protocols"]
+
+
+def test_label_kind_from_metrics_then_registry() -> None:
+    from dmlbench.report.ranking import label_kind
+
+    assert label_kind("anything", ["recall@1", "nmi"]) == "class"
+    assert label_kind("anything", ["ndcg@10", "mld@1"]) == "continuous"
+    assert label_kind("log-ratio", ["map@r"]) == "continuous"  # the registry decides
+    assert label_kind("proxy-nca", []) == "class"
+    assert label_kind("untrained", ["recall@1"]) is None
+    assert label_kind("not-a-method", []) is None
+
+
+def test_rankings_never_mix_label_kinds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import csv
+
+    from dmlbench.report.build import build_reports
+    from dmlbench.report.ranking import ranks_by_kind
+
+    records = [
+        rec("a", 0, "a" * 64, "glyphs", m={"recall@1": 0.9}),
+        rec("b", 0, "a" * 64, "glyphs", m={"recall@1": 0.8}),
+        rec("c", 0, "a" * 64, "glyphs", m={"recall@1": 0.7}),
+        rec("log-ratio", 0, "b" * 64, "poses", m={"ndcg@10": 0.95}),
+        rec("triplet-dense", 0, "b" * 64, "poses", m={"ndcg@10": 0.85}),
+        rec("untrained", 0, "b" * 64, "poses", m={"ndcg@10": 0.99}),
+    ]
+    by_kind = ranks_by_kind(records_frame(records))
+    assert list(by_kind) == ["class", "continuous"]
+    assert list(by_kind["class"].index) == ["a", "b", "c"]
+    assert list(by_kind["continuous"].index) == ["log-ratio", "triplet-dense"]
+    # one pooled ranking would give both winners rank 1 and average a over 1 of 2 protocols
+    assert by_kind["continuous"]["borda"].tolist() == [1.0, 0.0]
+    build_reports(records, tmp_path)
+    md = (tmp_path / "ranking.md").read_text()
+    class_part, continuous_part = md.split("### Class labels")[1].split("### Continuous labels")
+    assert "| a " in class_part and "log-ratio" not in class_part
+    assert "log-ratio" in continuous_part and "| a " not in continuous_part
+    with (tmp_path / "ranking.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["method"], r["label_kind"]) for r in rows] == [
+        ("a", "class"), ("b", "class"), ("c", "class"),
+        ("log-ratio", "continuous"), ("triplet-dense", "continuous"),
+    ]  # fmt: skip
+    assert rows[0]["poses bbbbbbbb"] == "" and rows[0]["average_rank"] == "1.0"
+    page = (tmp_path / f"poses-{'b' * 12}.html").read_text()
+    assert "Continuous labels" in page and "Class labels" not in page

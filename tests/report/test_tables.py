@@ -40,7 +40,8 @@ def test_write_reports_one_table_per_hash(tmp_path) -> None:  # type: ignore[no-
         "p-bbbbbbbbbbbb.md",
     ]
     md = (tmp_path / "p-bbbbbbbbbbbb.md").read_text()
-    assert "| b " in md and "**10.0**" in md and "30.0" in md and "±" not in md.split("|", 1)[1]
+    assert "| b " in md and "| 10.0 " in md and "30.0" in md and "±" not in md.split("|", 1)[1]
+    assert "**" not in md and "one seed (0): no spread, no significance claimed" in md
 
 
 def test_label_distance_is_raw_and_lower_is_better() -> None:
@@ -50,7 +51,7 @@ def test_label_distance_is_raw_and_lower_is_better() -> None:
         make("a", **{"ndcg@10": 0.9, "mld@1": 0.44}),
         make("b", **{"ndcg@10": 0.8, "mld@1": 0.55}),
     ]
-    out = format_table(summary_table(records_frame(recs)))
+    out = format_table(summary_table(records_frame(recs)), bold={"mld@1": ["a"]})
     assert out.loc["a", "mld@1"] == "**0.440**"  # one seed: no ± shown
     assert out.loc["b", "mld@1"] == "0.550"
-    assert out.loc["a", "ndcg@10"].startswith("**90.0")
+    assert out.loc["a", "ndcg@10"] == "90.0"  # bold only where asked

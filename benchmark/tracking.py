@@ -1,0 +1,225 @@
+"""Experiment tracking: hyper-parameters, per-epoch curves and final metrics in TensorBoard.
+
+Records under ``results/`` stay the source of truth; a tracker is a window on them that a
+researcher already knows how to browse and compare (``tensorboard --logdir DIR``). Tracking is
+optional and off by default: the engine and the search receive a :class:`Tracker` (or a
+:class:`RunLog` of one run) and never know which backend, if any, is behind it, and nothing a
+tracker does can move a number (it only receives values already computed).
+
+``--track tensorboard:DIR`` (on ``run``, ``search`` and ``sweep``) activates one for the whole
+command (:func:`activated`); code that was not handed a tracker uses :func:`current`. One
+TensorBoard run (a folder under ``DIR``) per record, named like the record file:
+``<protocol>/<hash12>/<method>-seed0-final`` or ``…/<method>-trial0003-search-trial``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dmlbench.errors import DmlbenchError
+
+if TYPE_CHECKING:
+    from dmlbench.records import Record
+
+BACKENDS = ("tensorboard",)
+
+
+class RunLog(Protocol):
+    """One run in the tracker's store (a search trial or a final run)."""
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        """Log ``values`` (loss, validation scores) at ``step`` (the epoch)."""
+
+    def hparams(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+        """Log the run's hyper-parameters with the metrics to compare them by."""
+
+    def close(self) -> None:
+        """Flush and release the run (its data must be on disk afterwards)."""
+
+
+class Tracker(Protocol):
+    """A tracking backend; ``spec`` re-creates it in another process (search workers)."""
+
+    spec: str | None
+
+    def open_run(self, name: str) -> RunLog:
+        """The run called ``name`` (appended to when it exists: a resumed run)."""
+
+    def close(self) -> None:
+        """Flush everything."""
+
+
+class NullRun:
+    """A run that logs nothing: what the engine gets when nothing is tracked."""
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        pass
+
+    def hparams(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NullTracker:
+    """No tracking (the default): every call is a no-op, so callers never test for it."""
+
+    spec: str | None = None
+
+    def open_run(self, name: str) -> RunLog:
+        return NullRun()
+
+    def close(self) -> None:
+        pass
+
+
+class Shifted:
+    """A view of ``run`` whose steps start at ``offset``: fold ``f`` of a search trial logs its
+    epochs at ``f × epochs + epoch``, the step Optuna's pruner sees."""
+
+    def __init__(self, run: RunLog, offset: int) -> None:
+        self.run, self.offset = run, offset
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        self.run.scalars(values, self.offset + step)
+
+    def hparams(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+        self.run.hparams(params, metrics)
+
+    def close(self) -> None:  # the trial closes the run it opened, not a fold
+        pass
+
+
+class TensorBoardRun:
+    """One TensorBoard run: a folder of event files written by ``SummaryWriter``."""
+
+    def __init__(self, folder: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(folder))
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        for key, value in values.items():
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                self.writer.add_scalar(key, float(value), step)
+
+    def hparams(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+        """In the run's own folder (``add_hparams`` would make a timestamped sub-run), with
+        each metric also as a scalar, which is where the HParams dashboard reads it."""
+        from torch.utils.tensorboard.summary import hparams
+
+        finite = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+        for summary in hparams({k: _plain(v) for k, v in params.items()}, finite):
+            self.writer._get_file_writer().add_summary(summary)
+        for key, value in finite.items():
+            self.writer.add_scalar(key, value, 0)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class TensorBoardTracker:
+    """Event files under ``root``, one folder per run (``tensorboard --logdir root``)."""
+
+    def __init__(self, root: Path) -> None:
+        try:
+            import tensorboard  # noqa: F401  (torch.utils.tensorboard needs it)
+        except ImportError:
+            raise DmlbenchError(
+                "--track tensorboard: the tensorboard package is not installed "
+                '(pip install -e ".[track]")'
+            ) from None
+        self.root = root
+        self.spec: str | None = f"tensorboard:{root}"
+
+    def open_run(self, name: str) -> RunLog:
+        return TensorBoardRun(self.root / name)
+
+    def close(self) -> None:
+        pass  # every run closes its own writer
+
+
+def _plain(value: Any) -> bool | int | float | str:
+    """What the HParams plugin takes: scalars as they are, anything else as JSON text."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def open_tracker(spec: str | None) -> Tracker:
+    """The tracker ``--track`` names (``tensorboard:DIR``); no spec, no tracking.
+
+    Raises:
+        DmlbenchError: an unknown backend, an empty folder or a missing package (one line).
+    """
+    if not spec:
+        return NullTracker()
+    backend, sep, where = spec.partition(":")
+    if backend != "tensorboard" or not sep or not where:
+        raise DmlbenchError(
+            f"--track {spec}: expected tensorboard:DIR (backends: {', '.join(BACKENDS)})"
+        )
+    root = Path(where)
+    if root.exists() and not root.is_dir():
+        raise DmlbenchError(f"--track {spec}: {root} is a file, not a folder")
+    return TensorBoardTracker(root)
+
+
+_CURRENT: list[Tracker] = [NullTracker()]
+
+
+def current() -> Tracker:
+    """The tracker of the running command (the null tracker unless ``--track`` was given)."""
+    return _CURRENT[-1]
+
+
+@contextmanager
+def activated(tracker: Tracker) -> Iterator[Tracker]:
+    """Make ``tracker`` :func:`current` inside, and flush it on the way out."""
+    _CURRENT.append(tracker)
+    try:
+        yield tracker
+    finally:
+        _CURRENT.pop()
+        tracker.close()
+
+
+def record_run_name(record: Record) -> str:
+    """``<protocol>/<hash12>/<record file stem>``: a tracked run is found from its record."""
+    from dmlbench.records import record_path
+
+    path = record_path(
+        Path("."), record.protocol.name, record.protocol.hash, record.method, record.seed,
+        record.stage, record.overrides, trial=record.trial,
+    )  # fmt: skip
+    return f"{record.protocol.name}/{record.protocol.hash[:12]}/{path.stem}"
+
+
+def track_record(tracker: Tracker, record: Record) -> None:
+    """A finished final run: its hyper-parameters, per-epoch curve and test metrics."""
+    if isinstance(tracker, NullTracker):
+        return
+    run = tracker.open_run(record_run_name(record))
+    try:
+        for point in record.curve:
+            step = int(point.get("epoch", 0))
+            run.scalars({k: v for k, v in point.items() if k not in ("epoch", "fold")}, step)
+        params = {
+            **record.hparams,
+            "method": record.method,
+            "seed": record.seed,
+            "protocol": record.protocol.name,
+            "protocol_hash": record.protocol.hash[:12],
+        }
+        if record.search:
+            params["selected_trial"] = record.search.get("trial", -1)
+            params["epochs"] = record.search.get("epochs", -1)
+        run.hparams(params, {f"test/{k}": v for k, v in record.metrics.items()})
+    finally:
+        run.close()
