@@ -19,7 +19,6 @@ from dmlbench.tracking import (
     current,
     open_tracker,
     record_run_name,
-    track_record,
 )
 
 pytest.importorskip("tensorboard")
@@ -44,10 +43,8 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Tuned:
         name="glyphs-tiny",
     )
     options = RunOptions(results_dir=tmp / "results", max_steps=2, progress=False)
-    with activated(open_tracker(f"tensorboard:{tmp / 'tb'}")) as tracker:
+    with activated(open_tracker(f"tensorboard:{tmp / 'tb'}")):  # run.py tracks each final run
         records = run_protocol(protocol, ["contrastive"], [0], options)
-        for record in records:  # what run.py's RunTally.finished does after each final run
-            track_record(tracker, record)
     return Tuned(tmp, protocol, records)
 
 

@@ -36,6 +36,7 @@ import torch
 MIN_ROUNDS = 3
 LOAD_KEY = "load average at start (1, 5, 15 min)"
 END_LOAD_KEY = "load average at the end (1, 5, 15 min)"
+OTHERS_KEY = "CPU used by other processes while it ran (share of all cores)"
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,53 @@ def _load_1min(text: str) -> float | None:
     return None if head == "?" else float(head)
 
 
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """CPU seconds the whole machine and this process (with its finished children) have used.
+
+    The load average at the end of a benchmark counts the benchmark's own threads (a faiss
+    search on 2 cores ends at load 2 on a quiet machine), so "was anyone else running?" is
+    answered from the CPU time the machine used minus the CPU time we used.
+    """
+
+    wall: float
+    machine: float | None
+    own: float
+
+    @classmethod
+    def now(cls) -> CpuSnapshot:
+        import resource
+
+        own = sum(
+            getattr(resource.getrusage(who), f)
+            for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+            for f in ("ru_utime", "ru_stime")
+        )
+        return cls(time.perf_counter(), _machine_cpu_seconds(), own)
+
+
+def _machine_cpu_seconds() -> float | None:
+    """Busy CPU seconds of all cores since boot (``/proc/stat``), ``None`` off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(v) for v in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def others_share(start: CpuSnapshot, end: CpuSnapshot, cores: int) -> float | None:
+    """Fraction of the machine's cores other processes kept busy between two snapshots."""
+    if start.machine is None or end.machine is None or end.wall <= start.wall:
+        return None
+    others = (end.machine - start.machine) - (end.own - start.own)
+    return max(0.0, others) / ((end.wall - start.wall) * cores)
+
+
+_START: list[CpuSnapshot] = []  # taken by refuse_if_busy, read when the report is written
+
+
 def busy(load_1min: float | None, cores: int) -> bool:
     """More runnable work than half the cores: the machine is shared, figures move."""
     return load_1min is not None and load_1min > cores / 2
@@ -194,6 +242,7 @@ def refuse_if_busy(args: argparse.Namespace) -> int | None:
     machine without ``--noisy``; ``None`` to go on. Call it first, before any timing."""
     from dmlbench.records import usable_cpus
 
+    _START[:] = [CpuSnapshot.now()]
     load, cores = _load_1min(load_averages()), usable_cpus()
     if args.out is None or args.noisy or not busy(load, cores):
         return None
@@ -292,17 +341,22 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def noisy_banner(info: dict[str, str]) -> str:
-    """The warning a report starts with when the machine was busy at its start or end."""
+    """The warning a report starts with when the machine was busy: a start load above half
+    the cores, or other processes keeping more than a quarter of the cores busy while it ran
+    (its own threads do not count: see :class:`CpuSnapshot`)."""
     from dmlbench.records import usable_cpus
 
     cores = usable_cpus()
-    start, end = (_load_1min(info.get(k, "?")) for k in (LOAD_KEY, END_LOAD_KEY))
-    if not (busy(start, cores) or busy(end, cores)):
+    start = _load_1min(info.get(LOAD_KEY, "?"))
+    share = info.get(OTHERS_KEY, "")
+    others = float(share.rstrip("%")) / 100 if share.endswith("%") else None
+    if not busy(start, cores) and (others is None or others <= 0.25):
         return ""
+    used = f", other processes used {share} of the CPU while it ran" if share else ""
     return (
-        f"> **Noisy measurement**: 1-minute load average {start} at the start, {end} at the "
-        f"end, on {cores} cores (more than half of them busy). These figures are not "
-        "comparable with a quiet run; do not quote them.\n\n"
+        f"> **Noisy measurement**: 1-minute load average {start} at the start{used}, on "
+        f"{cores} cores. These figures are not comparable with a quiet run; do not quote "
+        "them.\n\n"
     )
 
 
@@ -311,7 +365,12 @@ def emit(title: str, info: dict[str, str], body: str, out: Path | None) -> str:
 
     The load average at the end is added to the machine's description here.
     """
+    from dmlbench.records import usable_cpus
+
     info = {**info, END_LOAD_KEY: load_averages()}
+    share = others_share(_START[0], CpuSnapshot.now(), usable_cpus()) if _START else None
+    if share is not None:
+        info[OTHERS_KEY] = f"{100 * share:.0f}%"
     banner = noisy_banner(info)
     text = f"# {title}\n\n{banner}Machine:\n\n{machine_markdown(info)}\n\n{body.rstrip()}\n"
     print(text)

@@ -406,6 +406,16 @@ def spawn_workers(
     return procs
 
 
+def worker_device(device: str, index: int, gpus: int) -> str:
+    """The device of search worker ``index`` (0 is the parent): with several GPUs and
+    ``--device auto`` or ``cuda``, worker i trains on GPU ``i mod gpus``, so ``--workers N``
+    on an N-GPU machine puts one worker on each GPU instead of N on the first. An explicit
+    ``cuda:K`` or ``cpu`` is kept."""
+    if device in ("auto", "cuda") and gpus > 1:
+        return f"cuda:{index % gpus}"
+    return device
+
+
 def _child(
     raw: dict[str, Any],
     method: str,
@@ -423,6 +433,7 @@ def _child(
 
     if run.threads is not None:  # the parent's count, so --workers moves no number
         torch.set_num_threads(run.threads)
+    run = replace(run, device=worker_device(run.device, index, torch.cuda.device_count()))
     log_setup, track_spec = setup
     if log_setup is not None:
         progress.configure_logging(log_setup.level, log_setup.log_file)

@@ -1,5 +1,5 @@
-"""Every ``dmlbench …`` command shown in the README parses: the subcommand exists and accepts
-every flag and value written there (a renamed flag fails here, not for a reader)."""
+"""Every ``dmlbench …`` command shown in the README and docs/ parses: the subcommand exists
+and accepts every flag and value written there (a renamed flag fails here, not for a reader)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from dmlbench.cli.main import build_parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDER = "dmlbench <command> --help"  # the one line that names no real command
 
 
@@ -44,7 +45,7 @@ def readme_commands(text: str) -> list[str]:
     return [shlex.join(c) for c in commands]
 
 
-COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+COMMANDS = [c for doc in DOCS for c in readme_commands(doc.read_text(encoding="utf-8"))]
 
 
 def test_the_readme_shows_commands() -> None:

@@ -134,3 +134,20 @@ def test_bounded_kmeans_equals_faiss(case: str) -> None:
         assert iterations < 50  # stopped on an unchanged objective
     if case == "blob":
         assert splits > 0
+
+
+def test_a_report_is_noisy_when_others_used_the_cpu_not_when_we_did() -> None:
+    """The benchmark's own threads never make its report noisy; other processes' CPU does."""
+    from dmlbench.perf import _common as c
+
+    start = c.CpuSnapshot(wall=0.0, machine=100.0, own=10.0)
+    ours_only = c.CpuSnapshot(wall=10.0, machine=120.0, own=30.0)  # 20 s of CPU, all ours
+    shared = c.CpuSnapshot(wall=10.0, machine=130.0, own=20.0)  # 20 s of others' CPU
+    assert c.others_share(start, ours_only, 2) == 0.0
+    assert c.others_share(start, shared, 2) == 1.0
+    quiet = {c.LOAD_KEY: "0.20, 0.30, 0.40", c.OTHERS_KEY: "3%"}
+    assert c.noisy_banner(quiet) == ""
+    assert "other processes used 40%" in c.noisy_banner({**quiet, c.OTHERS_KEY: "40%"})
+    assert "Noisy" in c.noisy_banner({**quiet, c.LOAD_KEY: "1.90, 1.00, 1.00"})
+    now = c.CpuSnapshot.now()
+    assert now.machine is None or now.machine > 0

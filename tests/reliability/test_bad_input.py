@@ -3,7 +3,7 @@
 Every input a user can get wrong — a protocol key, a value, a name, a data root, an index file,
 an image, a label, a command-line argument — must end ``dmlbench`` with exit status 2 and ONE
 line on stderr, ``error: …``, that names the file, key or path at fault, without a traceback;
-``--debug`` shows the traceback instead (README, "What happens when…").
+``--debug`` shows the traceback instead (docs/failures.md, "What happens when…").
 
 The data cases use the CUB-200-2011 fixture in its real on-disk format
 (:func:`tests.data.fixtures.make_cub`) under a protocol that ``include:``s the shipped

@@ -263,3 +263,14 @@ def test_unfinished_study_under_torchrun_is_a_clear_error(
     run = RunOptions(results_dir=tmp_path, progress=False)
     with pytest.raises(SearchError, match="tuning under torchrun is not supported"):
         tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+
+
+def test_search_workers_spread_over_the_gpus() -> None:
+    from dmlbench.search.worker import worker_device
+
+    assert [worker_device("auto", i, 4) for i in range(6)] == [
+        "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0", "cuda:1",
+    ]  # fmt: skip
+    assert worker_device("cuda", 3, 2) == "cuda:1"
+    assert worker_device("cuda:1", 3, 4) == "cuda:1"  # asked for: kept
+    assert worker_device("auto", 2, 1) == "auto" and worker_device("cpu", 1, 4) == "cpu"
