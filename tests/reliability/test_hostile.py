@@ -456,6 +456,7 @@ def test_21_temp_folders_of_a_killed_cache_build_are_removed(cub: Setup) -> None
 # --------------------------------------------------------------------------- 22: SQLite URL
 
 
+@pytest.mark.heavy  # two searches; the URL building itself is tested in-process below
 def test_22_a_results_folder_with_url_characters_keeps_its_own_study(tiny: Tiny) -> None:
     # 8 training classes: a search fold keeps 6, enough for batches of 4 classes
     tiny.protocol.write_text(TINY.replace("num_classes: 8", "num_classes: 16"))

@@ -21,6 +21,7 @@ from tests.search.test_search import tiny
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.heavy  # a minute (three under a parallel run); test_search covers the requeue
 def test_sigint_during_search_then_resume(tmp_path: Path) -> None:
     # 20 epochs: a trial takes seconds even on a fast quiet machine, so the SIGINT sent 1 s
     # after the first trial's record lands inside the second trial (3 epochs once let the

@@ -82,6 +82,7 @@ def test_two_workers_run_exactly_the_budget(postgres_url: str, tmp_path: Path) -
     assert len({t.user_attrs["pid"] for t in study.trials}) == 2  # both did work
 
 
+@pytest.mark.heavy  # heartbeats time out: half a minute; the budget test stays in the default run
 def test_a_killed_worker_s_trial_is_retried_by_the_other(postgres_url: str, tmp_path: Path) -> None:
     protocol, path = _protocol_file(tmp_path, epochs=3)
     name = study_name(protocol, "contrastive", {})

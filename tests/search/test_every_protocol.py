@@ -90,6 +90,7 @@ def test_one_tiny_trial_of_every_shipped_protocol(
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # the every-protocol sweep's CLI case
 def test_mpii_pose_run_with_search_completes_on_the_bundle_fixture(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
