@@ -227,3 +227,23 @@ def add_track_option(parser: argparse.ArgumentParser) -> None:
         "final runs, and final metrics, as TensorBoard event files under DIR "
         '(tensorboard --logdir DIR; needs pip install -e ".[track]")',
     )
+
+
+def run_options(args: argparse.Namespace, **extra: Any) -> Any:
+    """The ``RunOptions`` of a command that trains (``run``, ``sweep``), from the shared
+    flags; ``extra`` adds what only that command has (hand-set hyper-parameters, …)."""
+    from pathlib import Path
+
+    from dmlbench.run import RunOptions
+
+    return RunOptions(
+        results_dir=Path(args.results_dir),
+        data_root=args.data_root,
+        device=args.device,
+        threads=args.threads,
+        max_steps=args.max_steps,
+        force=args.force,
+        progress=not args.no_progress,
+        search=search_options(args),
+        **extra,
+    )

@@ -20,13 +20,13 @@ EPILOG_RUN = """examples:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dmlbench.cli.options import apply_budget, check_run_args, resolve_methods, search_options
+    from dmlbench.cli.options import apply_budget, check_run_args, resolve_methods, run_options
     from dmlbench.engine.distributed import init_from_env
     from dmlbench.engine.train import Accel
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
-    from dmlbench.run import RunOptions, run_protocol
+    from dmlbench.run import run_protocol
 
     init_from_env()  # under torchrun: one process group, one trial on several GPUs
     load_plugins(args.plugin)
@@ -37,15 +37,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     methods = resolve_methods(protocol, args.method)
     check_run_args(args, methods)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
-    options = RunOptions(
-        results_dir=Path(args.results_dir),
-        data_root=args.data_root,
-        device=args.device,
-        threads=args.threads,
-        max_steps=args.max_steps,
-        force=args.force,
+    options = run_options(
+        args,
         keep=not args.no_keep,
-        progress=not args.no_progress,
         hparams=_parse_hparams(args.hparam),
         overrides=overrides,
         accel=Accel(
@@ -54,7 +48,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             channels_last=args.channels_last,
             compile_model=args.compile,
         ),
-        search=search_options(args),
     )
     print(
         f"protocol {protocol.name} v{protocol.version} ({protocol.short_hash}); "

@@ -16,28 +16,18 @@ EPILOG = """examples:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from dmlbench.cli.options import apply_budget, resolve_methods, search_options
+    from dmlbench.cli.options import apply_budget, resolve_methods, run_options
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
     from dmlbench.report.plots import sweep_points, write_sweep_plots
-    from dmlbench.run import RunOptions
 
     load_plugins(args.plugin)
     protocol = apply_budget(load_protocol(args.protocol), args)
     key, values = parse_over(args.over)
     methods = resolve_methods(protocol, args.method)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
-    options = RunOptions(
-        results_dir=Path(args.results_dir),
-        data_root=args.data_root,
-        device=args.device,
-        threads=args.threads,
-        max_steps=args.max_steps,
-        force=args.force,
-        progress=not args.no_progress,
-        search=search_options(args),
-    )
+    options = run_options(args)
     sweep_protocols(protocol, key, values)  # fail fast on a bad key or value
     records = run_sweep(protocol, key, values, methods, seeds, options)
     reports = Path(args.reports_dir)
