@@ -90,8 +90,10 @@ def _rerank_near_ties(
     where two candidates lie within ``tol`` (float32 rounding) of each other.
 
     Where every gap between consecutive float32 distances exceeds the rounding, faiss's order
-    is already the exact one and there is no tie to break; re-ranking every row cost 4× the
-    k-NN search at CUB scale (``python -m dmlbench.perf.evaluate``)."""
+    is already the exact one and there is no tie to break. Measured on 5,924 random unit
+    vectors of 512-d (CUB's shape), one core busy: k = 60 took 1.2–1.4 s against 1.5–1.7 s when
+    every row was re-ranked; at k = 1,000 nearly every row holds a near-tie and the time is the
+    same (about 19 s)."""
     near = (np.diff(dist, axis=1) <= tol).any(axis=1)
     if not near.any():
         return idx
