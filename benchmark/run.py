@@ -77,6 +77,9 @@ class RunOptions:
     search: SearchOptions = field(default_factory=SearchOptions)
     threads: int | None = None  # torch threads of every run and trial (None: leave as is)
     keep: bool = True  # final runs keep weights and test embeddings (dmlbench.engine.artifacts)
+    # A finished search's selection per method, used instead of searching: the final record
+    # is the one the search would have led to (dmlbench check re-runs the tuned board so).
+    selections: dict[str, Selection] = field(default_factory=dict)
 
 
 def run_protocol(
@@ -119,8 +122,8 @@ def _run_protocol(
         overrides["max_steps"] = options.max_steps
     selections: dict[str, Selection | None] = {}
     for name in methods:  # tune first: every seed's final run uses the same selection
-        selections[name] = None
-        if protocol.search.trials > 0 and name not in options.hparams:
+        selections[name] = options.selections.get(name)
+        if selections[name] is None and protocol.search.trials > 0 and name not in options.hparams:
             if unwritable:
                 raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
             tuning = replace(options, overrides=overrides)  # a smoke run gets its own study

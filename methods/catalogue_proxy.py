@@ -3,11 +3,12 @@
 These losses learn class representatives (proxies, sub-centres, classifier weights), so each
 entry declares ``proxy_lr_mult`` and its source. Only Proxy-Anchor's and SoftTriple's authors
 state one (100×, in their code); the face-recognition papers train their class weights with the
-network at one rate, but under the DML protocols' Adam at 1e-5 a 1× rate leaves them near their
-initialisation, so the entries without a source use the same 100× and say so (the search tunes
-it over [1, 1000]). Batches are P×K with 2 images per class by
-default: the papers sample batches at random, and 2 per class is the class-balanced batch
-closest to that (the search tunes it).
+network at one rate and no source states a multiplier for them, so each such entry takes the
+value its own search selected on glyphs-mini (v3: 8 trials, seed 0, ``dmlbench search
+--protocol glyphs-mini --method <name> --threads 1``), rounded to the nearest power of ten,
+and says so with the selected value (the search tunes it over [1, 1000]). Batches are P×K
+with 2 images per class by default: the papers sample batches at random, and 2 per class is
+the class-balanced batch closest to that (the search tunes it).
 
 Two entries differ from the library class on purpose:
 
@@ -32,9 +33,9 @@ from dmlbench.methods._catalogue import SPC, Choice, Entry, Float, register_entr
 
 LR_SPACE = Float(1.0, 1000.0)
 NO_MULT = (
-    "no source states a learning-rate multiplier for {what}; proxy_lr_mult = 100 as Kim et "
-    "al.'s Proxy-Anchor code and Qian et al.'s SoftTriple code train proxies, so they learn "
-    "at the DML protocols' backbone rates (1e-5)"
+    "no source states a learning-rate multiplier for {what}; proxy_lr_mult = {value:g}, the "
+    "value its own glyphs-mini v3 search selected ({selected:.3g}; 8 trials, seed 0) rounded "
+    "to the nearest power of ten"
 )
 
 
@@ -141,9 +142,9 @@ ENTRIES = [
         pml="ManifoldLoss",
         paper="Aziere & Todorovic, Ensemble Deep Manifold Similarity Learning using Hard "
         "Proxies, CVPR 2019",
-        defaults={"lambdaC": 1.0, "alpha": 0.8, "margin": 5e-4, "proxy_lr_mult": 100.0},
+        defaults={"lambdaC": 1.0, "alpha": 0.8, "margin": 5e-4, "proxy_lr_mult": 10.0},
         defaults_source="PML default (lambdaC 1, alpha 0.8, margin 5e-4), one proxy per "
-        "training class; " + NO_MULT.format(what="the proxies"),
+        "training class; " + NO_MULT.format(what="the proxies", value=10, selected=5.46),
         space={
             "lambdaC": Float(0.1, 10.0),
             "alpha": Float(0.5, 0.95, log=False),
@@ -167,9 +168,9 @@ ENTRIES = [
         name="p2sgrad",
         pml="P2SGradLoss",
         paper="Zhang et al., P2SGrad: Refined Gradients for Optimizing Deep Face Models, CVPR 2019",
-        defaults={"proxy_lr_mult": 100.0},
+        defaults={"proxy_lr_mult": 1.0},
         defaults_source="no hyper-parameters (the loss is the MSE of cosines to one-hot "
-        "targets, eq. 11); " + NO_MULT.format(what="the class weights"),
+        "targets, eq. 11); " + NO_MULT.format(what="the class weights", value=1, selected=2.68),
         space={"proxy_lr_mult": LR_SPACE, "samples_per_class": SPC},
         samples_per_class=2,
         docs=(
@@ -186,9 +187,12 @@ ENTRIES = [
         pml="ArcFaceLoss",
         paper="Deng et al., ArcFace: Additive Angular Margin Loss for Deep Face Recognition, "
         "CVPR 2019",
-        defaults={"margin": 28.6, "scale": 64.0, "proxy_lr_mult": 100.0},
+        defaults={"margin": 28.6, "scale": 64.0, "proxy_lr_mult": 10.0},
         defaults_source="Deng et al. 2019 implementation details (s = 64, m = 0.5 rad = "
-        "28.6°); " + NO_MULT.format(what="the class weights, trained with the network"),
+        "28.6°); "
+        + NO_MULT.format(
+            what="the class weights, trained with the network", value=10, selected=9.02
+        ),
         space={
             "margin": Float(5.0, 45.0),
             "scale": Float(8.0, 64.0),
@@ -203,7 +207,9 @@ ENTRIES = [
         paper="Wang et al., CosFace: Large Margin Cosine Loss for Deep Face Recognition, CVPR 2018",
         defaults={"margin": 0.35, "scale": 64.0, "proxy_lr_mult": 100.0},
         defaults_source="Wang et al. 2018 experiments (s = 64, m = 0.35); "
-        + NO_MULT.format(what="the class weights, trained with the network"),
+        + NO_MULT.format(
+            what="the class weights, trained with the network", value=100, selected=123
+        ),
         space={
             "margin": Float(0.05, 0.6),
             "scale": Float(8.0, 64.0),
@@ -219,7 +225,7 @@ ENTRIES = [
         "Web Faces, ECCV 2020",
         defaults={"margin": 28.6, "scale": 64.0, "sub_centers": 3, "proxy_lr_mult": 100.0},
         defaults_source="Deng et al. 2020 (K = 3 sub-centres, s = 64, m = 0.5 rad); "
-        + NO_MULT.format(what="the sub-centres"),
+        + NO_MULT.format(what="the sub-centres", value=100, selected=51.3),
         space={
             "margin": Float(5.0, 45.0),
             "scale": Float(8.0, 64.0),
@@ -235,7 +241,7 @@ ENTRIES = [
         paper="Liu et al., SphereFace: Deep Hypersphere Embedding for Face Recognition, CVPR 2017",
         defaults={"margin": 4, "scale": 1.0, "proxy_lr_mult": 100.0},
         defaults_source="Liu et al. 2017 (multiplicative angular margin m = 4); PML default "
-        "scale 1; " + NO_MULT.format(what="the class weights"),
+        "scale 1; " + NO_MULT.format(what="the class weights", value=100, selected=281),
         space={
             "margin": Choice((1, 2, 3, 4)),
             "scale": Float(1.0, 64.0),
@@ -248,9 +254,9 @@ ENTRIES = [
         name="large-margin-softmax",
         pml="LargeMarginSoftmaxLoss",
         paper="Liu et al., Large-Margin Softmax Loss for Convolutional Neural Networks, ICML 2016",
-        defaults={"margin": 4, "scale": 1.0, "proxy_lr_mult": 100.0},
+        defaults={"margin": 4, "scale": 1.0, "proxy_lr_mult": 1.0},
         defaults_source="PML default (m = 4, the largest margin Liu et al. 2016 use; scale 1); "
-        + NO_MULT.format(what="the class weights"),
+        + NO_MULT.format(what="the class weights", value=1, selected=1.32),
         space={
             "margin": Choice((1, 2, 3, 4)),
             "scale": Float(1.0, 64.0),

@@ -30,8 +30,10 @@ UNTRAINED = "untrained"  # dmlbench.run.UNTRAINED, without importing torch for -
 class Task:
     """One leaderboard entry's runs: ``seeds`` of ``method`` under ``protocol``.
 
-    ``hparams`` are passed like ``--hparam`` (the record says so); None runs the method's
-    defaults exactly as ``dmlbench run`` does. ``force`` recomputes records found on disk.
+    ``hparams`` are passed like ``--hparam`` (the record says so); None runs the method as
+    ``dmlbench run`` does (its defaults, or its search when the protocol has a budget).
+    ``selection`` (a record's ``search``) replays a finished search's choice instead of
+    searching. ``force`` recomputes records found on disk.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Task:
     seeds: tuple[int, ...]
     hparams: dict[str, Any] | None = None
     force: bool = False
+    selection: dict[str, Any] | None = None
 
 
 def default_jobs() -> int:
@@ -61,6 +64,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
     """Seconds and the task's records in seed order (the untrained row is reused from
     ``work`` when another task made it, and computed otherwise)."""
     from dmlbench.run import RunOptions, run_protocol
+    from dmlbench.search import Selection
 
     start = time.perf_counter()
     options = RunOptions(
@@ -69,6 +73,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
         hparams={task.method: task.hparams} if task.hparams else {},
         force=task.force,
         keep=False,  # a temporary folder: kept weights and embeddings would be thrown away
+        selections={task.method: Selection.from_record(task.selection)} if task.selection else {},
     )
     trained = [] if task.method == UNTRAINED else [task.method]
     with leaderboard_threads():

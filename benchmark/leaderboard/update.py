@@ -1,9 +1,14 @@
 """``dmlbench check --update``: regenerate the embedded leaderboard and its tolerances.
 
-Runs seeds ``SPREAD_SEEDS`` of every entry (:mod:`dmlbench.leaderboard.tasks`, ``--jobs`` at a
-time, resumable from the work folder), derives each metric's tolerance from their spread
-(:func:`~dmlbench.leaderboard.tolerances.spread`, :func:`~.tolerances.typical_std`),
-and writes the seed-0 records, ``tolerances.yaml`` (with the machine it ran on) and the report.
+Runs every board's seeds of every entry (:mod:`dmlbench.leaderboard.tasks`, ``--jobs`` at a
+time; a tuned entry's tasks share its search, which the first one to start runs and the others
+join as workers of the same study), derives each metric's tolerance from their spread
+(:mod:`dmlbench.leaderboard.tolerances`), and writes the seed-0 records, the tuned boards'
+search-trial records, ``tolerances.yaml`` (with the machine it ran on) and the report.
+
+Resumable: every record is written to the work folder as it finishes and reused by the next
+``--update``; the committed folder is only written once every task has finished, so an
+interrupted regeneration leaves the committed leaderboard as it was.
 What the leaderboard is and how it is checked: :mod:`dmlbench.leaderboard.check`.
 """
 
@@ -29,14 +34,15 @@ from dmlbench.leaderboard.check import (
 )
 from dmlbench.leaderboard.tasks import THREADS, UNTRAINED, Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
+    CAP,
     FLOOR,
     RULE,
-    SPREAD_SEEDS,
     TOLERANCES,
     K,
     ProtocolTolerances,
     Spread,
     Tolerances,
+    cap_for,
     load_tolerances,
     spread,
     typical_std,
@@ -70,17 +76,18 @@ def update_leaderboard(
     progress: bool = True,
     jobs: int = 1,
 ) -> Tolerances:
-    """Run seeds ``SPREAD_SEEDS`` of every entry in ``work`` (resumable), write the seed-0
-    records and ``tolerances.yaml`` into ``lb_dir`` and the report into ``reports_dir``.
+    """Run every board's seeds of every entry in ``work`` (resumable), write the seed-0
+    records, the search trials and ``tolerances.yaml`` into ``lb_dir`` and the report into
+    ``reports_dir``.
 
     Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.leaderboard.tasks`)."""
-    old = load_tolerances(lb_dir)
+    old = _old_tolerances(lb_dir, whole=methods is None and set(names) == set(check.LEADERBOARD))
     protocols_out = dict(old.protocols) if old else {}
     protocols = {n: check.leaderboard_protocol(n) for n in names}
     chosen = check.select_entries(
         names,
         methods,
-        {n: [UNTRAINED, *check.leaderboard_methods(p)] for n, p in protocols.items()},
+        {n: [UNTRAINED, *check.board_methods(n)] for n in protocols},
     )
     fingerprints = _fingerprints(protocols, protocols_out, partial=methods is not None)
     tasks = _tasks(protocols, chosen, work)
@@ -102,10 +109,14 @@ def update_leaderboard(
     for n, protocol in protocols.items():
         prev = protocols_out.get(n)
         spreads = dict(prev.methods) if methods is not None and prev else {}
-        spreads |= {m: _spreads(records[n, m]) for m in chosen[n]}
+        seeds = check.LEADERBOARD[n].seeds
+        spreads |= {m: _spreads(records[n, m], seeds) for m in chosen[n]}
         typical = typical_std(spreads)
         spreads = {
-            m: {metric: s.with_typical(typical[metric]) for metric, s in entry.items()}
+            m: {
+                metric: s.with_typical(typical[metric], cap_for(metric))
+                for metric, s in entry.items()
+            }
             for m, entry in spreads.items()
         }
         if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
@@ -118,12 +129,30 @@ def update_leaderboard(
             )
             # The committed record names the generator, not this machine's work folder.
             save_record(r.model_copy(update={"command": COMMAND}), path)
+        if check.is_tuned(n):
+            _copy_trials(work, lb_dir, protocol, chosen[n])
         protocols_out[n] = ProtocolTolerances(
-            hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
+            seeds=list(seeds), hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
         )
     tolerances = _write_tolerances(lb_dir, protocols_out, jobs)
     write_report(lb_dir, reports_dir)
     return tolerances
+
+
+def _old_tolerances(lb_dir: Path, whole: bool) -> Tolerances | None:
+    """The committed tolerances, kept for the boards not regenerated; a file in an older
+    format is replaced by a whole regeneration and refused (one line) by a partial one."""
+    from pydantic import ValidationError
+
+    try:
+        return load_tolerances(lb_dir)
+    except ValidationError as err:
+        if whole:
+            return None
+        raise DmlbenchError(
+            f"{lb_dir / TOLERANCES} is in an older format ({err.error_count()} problems); "
+            "regenerate the whole leaderboard: dmlbench check --update"
+        ) from None
 
 
 def _fingerprints(
@@ -148,39 +177,55 @@ def _fingerprints(
 
 
 def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) -> list[Task]:
-    """One task per (entry, seed); the untrained rows, cheap, as one task per protocol. A
-    record in ``work`` made with other hyper-parameters than today's defaults is stale."""
+    """One task per (entry, seed); the untrained rows, cheap, as one task per board. A
+    defaults record in ``work`` made with other hyper-parameters than today's is stale (a
+    tuned record is reused only with its study's selection: :func:`dmlbench.run._reusable`)."""
     from dmlbench.records import load_record
 
     tasks: list[Task] = []
     for n, protocol in protocols.items():
+        seeds, tuned = check.LEADERBOARD[n].seeds, check.is_tuned(n)
         for m in chosen[n]:
-            overrides = leaderboard_overrides(m)
-            for s in SPREAD_SEEDS if m != UNTRAINED else ():
-                path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
-                stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
-                tasks.append(Task(n, protocol, m, (s,), LEADERBOARD_HPARAMS.get(m), stale))
             if m == UNTRAINED:
-                tasks.append(Task(n, protocol, m, SPREAD_SEEDS))
+                tasks.append(Task(n, protocol, m, seeds))
+                continue
+            overrides = {} if tuned else leaderboard_overrides(m)
+            hparams = None if tuned else LEADERBOARD_HPARAMS.get(m)
+            for s in seeds:
+                path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
+                stale = not tuned and path.is_file()
+                stale = stale and load_record(path).hparams != expected_hparams(m)
+                tasks.append(Task(n, protocol, m, (s,), hparams, stale))
     return tasks
 
 
-def _spreads(by_seed: dict[int, Record]) -> dict[str, Spread]:
-    """Per metric the entry has on every seed, its values over ``SPREAD_SEEDS``."""
-    common = set.intersection(*(set(by_seed[s].metrics) for s in SPREAD_SEEDS))
+def _spreads(by_seed: dict[int, Record], seeds: tuple[int, ...]) -> dict[str, Spread]:
+    """Per metric the entry has on every seed, its values over ``seeds``."""
+    common = set.intersection(*(set(by_seed[s].metrics) for s in seeds))
     return {
-        metric: spread([by_seed[s].metrics[metric] for s in SPREAD_SEEDS])
-        for metric in sorted(common)
+        metric: spread([by_seed[s].metrics[metric] for s in seeds]) for metric in sorted(common)
     }
+
+
+def _copy_trials(work: Path, lb_dir: Path, protocol: Any, methods: list[str]) -> None:
+    """The search-trial records of ``methods`` under ``protocol``, from ``work`` into the
+    committed board: what each method's budget bought (parameters, validation curve, state)."""
+    folder = Path(protocol.name) / protocol.hash[:12]
+    for path in sorted((work / folder).glob("*-search-trial.json")):
+        from dmlbench.records import load_record
+
+        r = load_record(path)
+        if r.method in methods and r.protocol.hash == protocol.hash and not r.overrides:
+            save_record(r.model_copy(update={"command": COMMAND}), lb_dir / folder / path.name)
 
 
 def _write_tolerances(
     lb_dir: Path, protocols: dict[str, ProtocolTolerances], jobs: int
 ) -> Tolerances:
     tolerances = Tolerances(
-        seeds=list(SPREAD_SEEDS),
         k=K,
         floor=FLOOR,
+        cap=CAP,
         rule=RULE,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         machine=machine(jobs),

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
 from dmlbench.leaderboard.check import LEADERBOARD, format_rows, run_check
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.perf._common import (
@@ -42,7 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--protocol", choices=sorted(LEADERBOARD), default=None)
+    parser.add_argument(
+        "--protocol", choices=sorted({b.base for b in LEADERBOARD.values()}), default=None
+    )
+    parser.add_argument("--board", choices=[DEFAULTS, TUNED], default=None)
     parser.add_argument("--method", action="append", help="only these entries (repeatable)")
     parser.add_argument("--leaderboard-dir", type=Path, default=Path("results/leaderboard"))
     parser.add_argument(
@@ -58,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     rows = run_check(
         args.leaderboard_dir,
-        [args.protocol] if args.protocol else None,
+        select_boards(LEADERBOARD, [args.protocol] if args.protocol else None, args.board),
         args.method,
         progress=False,
         on_entry=lambda n, m, s, r: entries.append((n, m, s, r)),

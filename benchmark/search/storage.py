@@ -130,8 +130,10 @@ def open_storage(url: str, options: SearchOptions) -> optuna.storages.RDBStorage
                 f"storage {url}: {err} (PostgreSQL needs `pip install dmlbench[postgres]`)"
             ) from err
         except Exception as err:  # sqlalchemy errors: say which URL failed
-            # Two workers creating the tables of a fresh database race; the loser retries.
-            if "IntegrityError" in type(err).__name__ and attempt < 4:
+            # Two workers creating the tables of a fresh database race; the loser retries
+            # (PostgreSQL reports an IntegrityError, SQLite "table ... already exists").
+            race = "IntegrityError" in type(err).__name__ or "already exists" in str(err)
+            if race and attempt < 4:
                 time.sleep(1.0 + attempt)
                 continue
             raise SearchError(

@@ -36,7 +36,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from dmlbench.data.base import Split
@@ -75,6 +75,11 @@ class Selection:
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_record(cls, search: dict[str, Any]) -> Selection:
+        """The selection a final record was made with (its ``search``), to run it again."""
+        return cls(**{f.name: search[f.name] for f in fields(cls)})
 
 
 def study_name(protocol: Protocol, method: str, overrides: dict[str, Any]) -> str:

@@ -1,6 +1,7 @@
-"""dmlbench check: a tiny leaderboard made by --update passes, a moved number fails (exit 1,
-naming method and metric), a changed protocol or data is refused (exit 2), and the committed
-leaderboard matches the shipped protocols."""
+"""dmlbench check: a tiny leaderboard (both boards) made by --update passes, a moved number
+fails (exit 1, naming method and metric), a changed protocol or data is refused (exit 2), the
+tuned board re-runs its committed selections, and the committed leaderboard matches the
+shipped protocols with tolerances that catch a 2-point drop."""
 
 from __future__ import annotations
 
@@ -16,18 +17,27 @@ import yaml
 from dmlbench.cli.main import main
 from dmlbench.leaderboard import check, tolerances
 from dmlbench.leaderboard import update as check_update
+from dmlbench.leaderboard.boards import boards
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_record
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = "glyphs-tiny"
+DEF, TUN = f"{TINY}@defaults", TINY  # its two boards
 
 
 def tiny_protocol_file(folder: Path, epochs: int = 1) -> Path:
-    """glyphs-mini at 16 classes (8 train, 8 test), one epoch of batches of 20 (every listed
-    method's samples per class divides it): well under a second per run on a quiet CPU."""
+    """glyphs-mini at 32 classes (16 train, 16 test), one epoch of batches of 20 (every listed
+    method's samples per class divides it; the search's 12 classes fill it at 2 per class),
+    2 search trials: about a second per run."""
     protocol = load_protocol("glyphs-mini").with_overrides(
-        {"data.params.num_classes": 16, "optim.epochs": epochs, "batch.size": 20}, name=TINY
+        {
+            "data.params.num_classes": 32,
+            "optim.epochs": epochs,
+            "batch.size": 20,
+            "search.trials": 2,
+        },
+        name=TINY,
     )
     path = folder / f"{TINY}-{epochs}.yaml"
     path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")), encoding="utf-8")
@@ -39,10 +49,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A leaderboard of one cheap method + untrained, made by the generator (3 seeds)."""
     root = tmp_path_factory.mktemp("board")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(root))})
+        mp.setattr(check, "LEADERBOARD", boards((TINY, str(tiny_protocol_file(root)))))
         mp.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
         check_update.update_leaderboard(
-            root / "leaderboard", root / "reports", root / "work", [TINY], None, progress=False
+            root / "leaderboard", root / "reports", root / "work", [DEF, TUN], None, False, 2
         )
     yield root  # unpatched: the tests of the committed leaderboard see the real protocols
 
@@ -50,15 +60,21 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture
 def board(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private copy of the tiny leaderboard, with the check pointed at the tiny protocol."""
-    monkeypatch.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(built))})
+    monkeypatch.setattr(check, "LEADERBOARD", boards((TINY, str(tiny_protocol_file(built)))))
     monkeypatch.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
     shutil.copytree(built / "leaderboard", tmp_path / "leaderboard")
     return tmp_path / "leaderboard"
 
 
-def committed_record(board: Path, method: str) -> Path:
-    [path] = board.rglob(f"{method}-seed0-final.json")
+def committed_record(board: Path, method: str, name: str = DEF) -> Path:
+    [path] = (board / name).rglob(f"{method}-seed0-final.json")
     return path
+
+
+def rows_of(out: str, name: str, method: str) -> dict[str, str]:
+    """The diff table's rows of (board, method), by metric."""
+    lines = [line for line in out.splitlines() if line.split()[:2] == [name, method]]
+    return {line.split()[2]: line for line in lines}
 
 
 def test_spread_is_k_times_sample_std_with_floor_only_at_zero() -> None:
@@ -70,6 +86,21 @@ def test_spread_is_k_times_sample_std_with_floor_only_at_zero() -> None:
     assert 0 < tiny.tolerance < 0.01  # the floor is not a minimum, only for zero spread
 
 
+def test_tolerance_is_capped_for_0_1_metrics_only() -> None:
+    """3 × a 1.3-point std is 3.9 points, which lets a 2-point drop pass: 0-1 metrics are
+    capped at CAP (1.5 points); an unbounded label distance keeps the spread term."""
+    s = tolerances.spread([0.60, 0.613, 0.587])
+    assert s.with_typical(0.013, tolerances.cap_for("recall@1")).tolerance == tolerances.CAP
+    calm = tolerances.spread([0.600, 0.601, 0.599])  # std 0.001: 3 × std is below the cap
+    assert calm.with_typical(0.001, tolerances.cap_for("recall@1")).tolerance == pytest.approx(
+        0.003
+    )
+    assert s.with_typical(0.013, tolerances.cap_for("mld@1")).tolerance == pytest.approx(0.039)
+    assert tolerances.cap_for("ndcg@10") == tolerances.CAP < 0.02
+    zero = tolerances.spread([7.0, 7.0, 7.0])
+    assert zero.with_typical(0.0, tolerances.cap_for("queries")).tolerance == tolerances.FLOOR
+
+
 def test_row_fails_on_nan_and_missing_tolerance() -> None:
     assert check.Row("p", "m", "x", 0.5, 0.52, 0.03).ok
     assert not check.Row("p", "m", "x", 0.5, 0.54, 0.03).ok
@@ -78,32 +109,55 @@ def test_row_fails_on_nan_and_missing_tolerance() -> None:
     assert check.Row("p", "m", "x", math.nan, math.nan, 0.03).ok
 
 
-def test_update_writes_seed0_records_tolerances_and_report(built: Path) -> None:
+def test_update_writes_both_boards_trials_tolerances_and_report(built: Path) -> None:
     board = built / "leaderboard"
-    records = sorted(p.name for p in board.rglob("*.json"))
-    assert records == ["contrastive-seed0-final.json", "untrained-seed0-final.json"]
+    finals = sorted(
+        str(p.relative_to(board)).split("/")[0] + "/" + p.name for p in board.rglob("*final.json")
+    )
+    assert finals == [
+        f"{TUN}/contrastive-seed0-final.json",
+        f"{TUN}/untrained-seed0-final.json",
+        f"{DEF}/contrastive-seed0-final.json",
+        f"{DEF}/untrained-seed0-final.json",
+    ]
+    trials = sorted(p.name for p in (board / TUN).rglob("*-search-trial.json"))
+    assert trials == [f"contrastive-trial000{i}-search-trial.json" for i in (0, 1)]
     tol = tolerances.load_tolerances(board)
-    assert tol is not None and tol.seeds == [0, 1, 2] and tol.k == tolerances.K
-    entry = tol.protocols[TINY].methods["contrastive"]
-    record = load_record(committed_record(board, "contrastive"))
-    assert set(entry) == set(record.metrics)
-    for metric, s in entry.items():
-        assert len(s.values) == 3 and s.values[0] == record.metrics[metric]  # seed 0 committed
-        wide = max(s.std, s.typical_std)
-        assert s.tolerance == (tolerances.K * wide if wide > 0 else tolerances.FLOOR)
-    assert entry["recall@1"].std > 0  # seeds do differ: the spread is measured
-    assert len({*entry["recall@1"].values}) == 3
+    assert tol is not None and tol.k == tolerances.K and tol.cap == tolerances.CAP
+    assert tol.protocols[DEF].seeds == [0, 1, 2] and tol.protocols[TUN].seeds == [0, 1, 2, 3, 4]
+    for name, seeds in ((DEF, 3), (TUN, 5)):
+        entry = tol.protocols[name].methods["contrastive"]
+        record = load_record(committed_record(board, "contrastive", name))
+        assert set(entry) == set(record.metrics)
+        for metric, s in entry.items():
+            assert len(s.values) == seeds and s.values[0] == record.metrics[metric]  # seed 0
+            assert (
+                s.tolerance == s.with_typical(s.typical_std, tolerances.cap_for(metric)).tolerance
+            )
+        assert entry["recall@1"].std > 0  # seeds do differ: the spread is measured
+    tuned = load_record(committed_record(board, "contrastive", TUN))
+    assert tuned.search["trials"] == 2 and tuned.overrides == {}  # selected by its search
     assert any(p.suffix == ".md" and p.name.startswith(TINY) for p in (built / "reports").iterdir())
 
 
 def test_unchanged_leaderboard_passes(board: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["check", "--leaderboard-dir", str(board), "--no-progress"])
+    code = main(["check", "--leaderboard-dir", str(board), "--no-progress", "--jobs", "1"])
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     assert "check passed" in out.out and "total wall time" in out.out
-    metrics = len(load_record(committed_record(board, "contrastive")).metrics)
-    assert out.out.count(f"{TINY}  contrastive") == metrics  # one table row per metric
-    assert "[ 2/2]" in out.err  # one progress line per entry
+    for name in (DEF, TUN):
+        metrics = len(load_record(committed_record(board, "contrastive", name)).metrics)
+        assert len(rows_of(out.out, name, "contrastive")) == metrics  # one row per metric
+    assert "[ 4/4]" in out.err  # one progress line per entry
+
+
+def test_tuned_entry_replays_its_committed_selection(board: Path) -> None:
+    """No search at check time: the re-run uses the committed trial's hyper-parameters and
+    epochs, and its record is the committed one, numbers and search included."""
+    committed = load_record(committed_record(board, "contrastive", TUN))
+    rows = check.run_check(board, [TUN], ["contrastive"], progress=False, jobs=1)
+    assert rows and all(r.ok and r.now == r.committed for r in rows)
+    assert committed.search["hparams"] == committed.hparams
 
 
 def test_moved_number_fails_naming_method_and_metric(
@@ -111,23 +165,23 @@ def test_moved_number_fails_naming_method_and_metric(
 ) -> None:
     tol = tolerances.load_tolerances(board)
     assert tol is not None
-    spreads = tol.protocols[TINY].methods["contrastive"]
+    spreads = tol.protocols[DEF].methods["contrastive"]
     path = committed_record(board, "contrastive")
     data = json.loads(path.read_text())
     data["metrics"]["recall@1"] += 1.5 * spreads["recall@1"].tolerance  # beyond: fails
     data["metrics"]["recall@2"] -= 0.5 * spreads["recall@2"].tolerance  # within: passes
     del data["metrics"]["nmi"]  # as if nmi were new since the leaderboard: noted, not failed
     path.write_text(json.dumps(data))
-    code = main(["check", "--leaderboard-dir", str(board), "--no-progress"])
+    code = main(["check", "--leaderboard-dir", str(board), "--no-progress", "--board", "defaults"])
     out, err = capsys.readouterr()
     assert code == 1
-    assert f"{TINY}/contrastive: new metric(s) nmi" in err
+    assert f"{DEF}/contrastive: new metric(s) nmi" in err
     [verdict] = [line for line in out.splitlines() if line.startswith("check FAILED")]
-    assert f"{TINY}/contrastive recall@1" in verdict and " 1 of " in verdict
-    mine = [line for line in out.splitlines() if line.startswith(f"{TINY}  contrastive ")]
-    rows = {line.split()[2]: line for line in mine}
+    assert f"{DEF}/contrastive recall@1" in verdict and " 1 of " in verdict
+    rows = rows_of(out, DEF, "contrastive")
     assert rows["recall@1"].endswith("FAIL") and rows["recall@2"].endswith("ok")
     assert "nmi" not in rows and len(rows) == len(spreads) - 1
+    assert not rows_of(out, TUN, "contrastive")  # --board defaults: the tuned board not run
 
 
 def test_method_subset_checks_only_that_entry(
@@ -136,14 +190,16 @@ def test_method_subset_checks_only_that_entry(
     argv = ["check", "--leaderboard-dir", str(board), "--method", "untrained", "--no-progress"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"{TINY}  untrained" in out and f"{TINY}  contrastive" not in out
+    assert rows_of(out, DEF, "untrained") and rows_of(out, TUN, "untrained")
+    assert not rows_of(out, DEF, "contrastive") and not rows_of(out, TUN, "contrastive")
     assert main([*argv[:-2], "triplet-semihard"]) == 2  # not on the leaderboard
 
 
 def test_changed_protocol_is_refused(
     board: Path, built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(check, "LEADERBOARD", {TINY: str(tiny_protocol_file(built, epochs=2))})
+    changed = boards((TINY, str(tiny_protocol_file(built, epochs=2))))
+    monkeypatch.setattr(check, "LEADERBOARD", changed)
     code = main(["check", "--leaderboard-dir", str(board), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2
@@ -187,7 +243,7 @@ def test_parallel_check_gives_the_sequential_rows(
     for jobs in (1, 2):
         rows[jobs] = check.run_check(board, None, None, progress=False, jobs=jobs)
     assert rows[1] == rows[2] and all(r.ok for r in rows[2])
-    assert "[ 2/2]" in capsys.readouterr().err
+    assert "[ 4/4]" in capsys.readouterr().err
 
 
 def test_perf_check_script_times_every_entry(
@@ -205,7 +261,7 @@ def test_perf_check_script_times_every_entry(
     )
     rows = {row["figure"]: row for row in parse_table(out.read_text(encoding="utf-8"))}
     for method in ("contrastive", "untrained"):
-        entry = rows[f"{TINY} {method}: s (peer column: of which training)"]
+        entry = rows[f"{DEF} {method}: s (peer column: of which training)"]
         assert float(entry["ours"]) > 0 and float(entry["peer"]) <= float(entry["ours"])
     whole = next(row for key, row in rows.items() if key.startswith("whole check: wall time"))
     assert float(whole["peer"]) == 15 and float(whole["ratio"]) == pytest.approx(
