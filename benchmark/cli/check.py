@@ -30,6 +30,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     start, cpu_start, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress and jobs == 1
+    if args.update_sweeps:
+        return _update_sweeps(args, lb_dir, jobs)
     if args.update:
         from dmlbench.leaderboard.update import default_work_dir, update_leaderboard
 
@@ -67,6 +69,26 @@ def cmd_check(args: argparse.Namespace) -> int:
         f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
+
+
+def _update_sweeps(args: argparse.Namespace, lb_dir: Path, jobs: int) -> int:
+    """``--update-sweeps``: the sweeps into ``<results>/sweeps`` and ``<reports>/sweeps``
+    (beside the leaderboard's folders), then the leaderboard's index, which shows them."""
+    from dmlbench.leaderboard.sweeps import update_sweeps
+    from dmlbench.leaderboard.update import default_work_dir, write_report
+
+    start = time.perf_counter()
+    work = Path(args.work_dir) if args.work_dir else default_work_dir()
+    reports = Path(args.reports_dir)
+    update_sweeps(lb_dir.parent / "sweeps", reports.parent / "sweeps", work, jobs)
+    if lb_dir.is_dir():
+        write_report(lb_dir, reports)
+    wall = time.perf_counter() - start
+    print(
+        f"written: {lb_dir.parent / 'sweeps'} and {reports.parent / 'sweeps'} "
+        f"(total wall time {wall // 60:.0f} min {wall % 60:04.1f} s)"
+    )
+    return 0
 
 
 def _cpu_seconds() -> float:
@@ -125,6 +147,13 @@ def add_parser(subparsers: Any) -> None:
         help="regenerate instead of checking: run each tuned method's search and every "
         f"board's seeds, write the seed-0 records, the search trials, {TOLERANCES} and the "
         "report (slow: about 6 checks; resumable from --work-dir)",
+    )
+    p.add_argument(
+        "--update-sweeps",
+        action="store_true",
+        help="regenerate the sweeps instead (embedding size and batch size on glyphs-mini, "
+        "embedding size on poses-mini, 3 seeds; records into results/sweeps, report and plots "
+        "into reports/sweeps, beside the leaderboard's folders; resumable from --work-dir)",
     )
     p.add_argument(
         "--reports-dir",

@@ -246,7 +246,9 @@ def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
     from dmlbench.report.build import build_reports
 
     records, _ = load_records(lb_dir)
-    written = build_reports(records, reports_dir, lb_dir / "published")  # as `dmlbench report`
+    sweeps = sorted((reports_dir.parent / "sweeps").glob("sweep-*.png"))  # --update-sweeps'
+    linked = [f"../sweeps/{p.name}" for p in sweeps]
+    written = build_reports(records, reports_dir, lb_dir / "published", linked)
     keep = {p.resolve() for p in written}
     for p in reports_dir.glob("*"):
         if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(check.LEADERBOARD)):

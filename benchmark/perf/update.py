@@ -21,8 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dmlbench.leaderboard.tasks import default_jobs
-from dmlbench.perf._common import Row, add_common_options, emit, machine_info, markdown_table
-from dmlbench.perf._common import refuse_if_busy
+from dmlbench.perf._common import (
+    Row,
+    add_common_options,
+    emit,
+    machine_info,
+    markdown_table,
+    refuse_if_busy,
+)
 
 TARGET_SECONDS = 60 * 60
 
@@ -67,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from dmlbench.leaderboard.sweeps import update_sweeps
 
-        update_sweeps(args.leaderboard_dir, args.reports_dir, args.work_dir, jobs=jobs)
+        sweeps = args.leaderboard_dir.parent / "sweeps", args.reports_dir.parent / "sweeps"
+        update_sweeps(*sweeps, args.work_dir, jobs=jobs)
     wall = time.perf_counter() - start
     made = _count(args.work_dir) - before
     table = [

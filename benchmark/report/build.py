@@ -90,9 +90,15 @@ RANKING_SMOKE = (
 
 
 def build_reports(
-    records: Iterable[Record], out_dir: Path, published_dir: Path | None = None
+    records: Iterable[Record],
+    out_dir: Path,
+    published_dir: Path | None = None,
+    linked_sweeps: list[str] | None = None,
 ) -> list[Path]:
     """Write every report file for ``records`` into ``out_dir``; return the paths written.
+
+    ``linked_sweeps``: sweep plots of another report (paths relative to ``out_dir``) that the
+    index shows beside its own (the leaderboard's index shows ``reports/sweeps``' plots).
 
     Records are grouped by (protocol hash, has overrides), like the Markdown tables; each group
     gets its own files. The rankings use the runs without overrides (all runs, labelled as smoke
@@ -145,7 +151,7 @@ def build_reports(
     index = out_dir / "index.html"
     titles = [(html.name, page.title) for html, page in pages]
     shown = {TRACKS[k]: display_ranking(v) for k, v in rankings.items()}
-    sweeps = [p.name for p in sweep_pngs]
+    sweeps = [p.name for p in sweep_pngs] + list(linked_sweeps or [])
     atomic_write_text(index, render_index(titles, sweeps, shown, cds, dvt_tables))
     written.append(index)
     return written + write_rankings(rankings, out_dir, smoke)
