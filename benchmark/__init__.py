@@ -5,12 +5,12 @@ The public entry points are the command line (``dmlbench --help``) and these fun
 >>> from dmlbench import load_protocol, run_protocol
 >>> protocol = load_protocol("glyphs-mini")
 
-``load_results(path)`` returns every record under a folder as a tidy DataFrame (README,
-"Reports"); ``load_model(record)`` returns the network a final run kept (README, "Kept models
-and embeddings"), ready for inference.
+``load_results(path)`` returns every record under a folder as a tidy DataFrame
+(docs/records.md, "Results as data"); ``load_model(record)`` returns the network a final run
+kept (docs/records.md, "Kept models and embeddings"), ready for inference.
 
 They are imported on first use, so ``import dmlbench`` (and ``dmlbench --version``) stays
-cheap; the layout of the package is described in the README ("Layout").
+cheap; the layout of the package is described in docs/development.md ("Layout").
 """
 
 from __future__ import annotations

@@ -60,6 +60,53 @@ class Artifact(BaseModel):
     bytes: int = Field(ge=0)
 
 
+class QueryHits(BaseModel):
+    """Recall@1 hit (0/1) of every scored test query, with the query's class, compactly.
+
+    The paired comparisons of a board over *test queries* (two methods, the same queries) and
+    the class bootstrap need the hits themselves, not only their mean; a leaderboard run keeps
+    no embeddings, so the record carries them: ``hits`` is ``numpy.packbits`` of the 0/1 vector
+    and ``classes`` the zlib-compressed int32 class of each query, both base64 (about 1 KB for
+    glyphs-mini's test split). :meth:`decode` returns the arrays.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    metric: Literal["recall@1"] = "recall@1"
+    n: int = Field(ge=0, description="number of scored queries")
+    hits: str = Field(description="base64 of numpy.packbits of the 0/1 hits")
+    classes: str = Field(description="base64 of zlib-compressed int32 query classes")
+
+    @classmethod
+    def encode(cls, hits: Any, classes: Any) -> QueryHits:
+        import base64
+        import zlib
+
+        import numpy as np
+
+        h = np.asarray(hits).reshape(-1)
+        c = np.asarray(classes).reshape(-1).astype("<i4")
+        if h.shape != c.shape or not np.isin(h, (0, 1)).all():
+            raise ValueError("hits must be 0/1 and match the classes in length")
+        packed = np.packbits(h.astype(np.uint8)).tobytes()
+        return cls(
+            n=len(h),
+            hits=base64.b64encode(packed).decode("ascii"),
+            classes=base64.b64encode(zlib.compress(c.tobytes(), 9)).decode("ascii"),
+        )
+
+    def decode(self) -> tuple[Any, Any]:
+        """``(hits, classes)``: float64 0/1 hits and int64 classes, one per scored query."""
+        import base64
+        import zlib
+
+        import numpy as np
+
+        bits = np.frombuffer(base64.b64decode(self.hits), dtype=np.uint8)
+        hits = np.unpackbits(bits)[: self.n].astype(np.float64)
+        raw = zlib.decompress(base64.b64decode(self.classes))
+        return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
+
+
 class Record(BaseModel):
     """One run's result. ``overrides`` lists anything that departs from the protocol
     (``--max-steps``, a backbone override): such records can never enter a leaderboard."""
@@ -88,6 +135,11 @@ class Record(BaseModel):
         default_factory=dict,
         description="files kept by a final run (weights, embeddings, model card), by role; "
         "empty with --no-keep, for search trials and for records older than this field",
+    )
+    query_hits: QueryHits | None = Field(
+        None,
+        description="final runs on class labels: Recall@1 hit and class of every scored test "
+        "query (paired comparisons over queries); absent for older records",
     )
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
@@ -159,9 +211,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
+def lock_path(path: Path) -> Path:
+    """The lock file of ``path``'s run: in a hidden ``.locks`` folder beside the records, not
+    one file next to each record. Lock files are left in place after use, as ``filelock``
+    leaves them on POSIX: deleting a locked file lets a third process lock a new file of the
+    same name while a second still waits on the old one, and two processes would then own
+    one run."""
+    return path.parent / ".locks" / f"{path.name}.lock"
+
+
 @contextmanager
 def record_lock(path: Path, enabled: bool = True, wait: bool = False) -> Iterator[bool]:
-    """An exclusive lock on ``path``'s run across processes.
+    """An exclusive lock on ``path``'s run across processes (``filelock``: ``flock`` on
+    POSIX, ``LockFileEx`` on Windows).
 
     Yields ``True`` when this process owns the run, ``False`` when another process holds it
     (two ``dmlbench run`` processes on one results folder then share the work instead of
@@ -169,30 +231,26 @@ def record_lock(path: Path, enabled: bool = True, wait: bool = False) -> Iterato
     process lets go (a run waits at its end for the records it skipped, so its table is
     complete). The lock dies with its process.
     """
-    import fcntl
+    from filelock import FileLock, Timeout
 
     if not enabled:  # DDP ranks other than 0 follow rank 0 and write nothing
         yield True
         return
-    lock_path = path.with_name(f".{path.name}.lock")
+    lock_file = lock_path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(lock_path, "a+")  # noqa: SIM115 (closed below)
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(lock_file, timeout=-1 if wait else 0)
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
     except OSError:  # read-only storage: nobody can write this record, nothing to race over
-        fh = None
-    if fh is None:
         yield True
         return
-    with fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 def save_record(record: Record, path: Path) -> Path:

@@ -44,6 +44,7 @@ from dmlbench.protocol import Protocol
 from dmlbench.records import (
     Artifact,
     ProtocolRef,
+    QueryHits,
     Record,
     Timings,
     command_line,
@@ -292,7 +293,7 @@ def run_one(
         steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
     eval_start = time.perf_counter()
     embeddings = embed(model, data.test, device)
-    metrics = split_metrics(protocol, embeddings, data.test, seed)
+    metrics, query_hits = split_evaluation(protocol, embeddings, data.test, seed)
     now = time.perf_counter()
     artifacts: dict[str, Artifact] = {}
     if keep_as is not None:  # the untrained network is its seed's initialisation: no weights
@@ -319,6 +320,7 @@ def run_one(
         env=environment(str(device)),
         command=command_line(),
         artifacts=artifacts,
+        query_hits=query_hits,
     )
 
 
@@ -348,19 +350,28 @@ def split_metrics(
 ) -> dict[str, float]:
     """The protocol's metrics of ``embeddings`` of ``split``: a function of the embeddings
     alone, so a kept embeddings file reproduces a record's numbers exactly."""
+    return split_evaluation(protocol, embeddings, split, seed)[0]
+
+
+def split_evaluation(
+    protocol: Protocol, embeddings: np.ndarray, split: Split, seed: int
+) -> tuple[dict[str, float], QueryHits | None]:
+    """:func:`split_metrics` and, for class labels with Recall@1, each scored query's hit and
+    class (the record's ``query_hits``: paired comparisons over the same test queries)."""
     if split.label_kind == "continuous":
         from dmlbench.metrics.continuous import evaluate_continuous
 
-        return evaluate_continuous(embeddings, split, protocol.metrics)
+        return evaluate_continuous(embeddings, split, protocol.metrics), None
     metrics = evaluate(
         embeddings, split.labels, protocol.metrics, split.queries, split.gallery, seed=seed
     )
-    if 1 in protocol.metrics.recall_at:  # how much would other test queries move Recall@1?
-        from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits
+    if 1 not in protocol.metrics.recall_at:
+        return metrics, None
+    from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits_and_classes
 
-        hits = recall_at_1_hits(
-            embeddings, split.labels, split.queries, split.gallery, protocol.metrics.normalize
-        )
-        lo, hi = bootstrap_mean(hits, seed=seed)
-        metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
-    return metrics
+    hits, classes = recall_at_1_hits_and_classes(
+        embeddings, split.labels, split.queries, split.gallery, protocol.metrics.normalize
+    )
+    lo, hi = bootstrap_mean(hits, seed=seed)  # how much would other test queries move it?
+    metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
+    return metrics, QueryHits.encode(hits, classes)

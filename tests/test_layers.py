@@ -1,6 +1,6 @@
 """The architecture is enforced, not only drawn: every import points down the pipeline.
 
-Layers, lowest first (README, "Layout"): the foundations (errors, registry, atomic writes), then
+Layers, lowest first (docs/development.md, "Layout"): the foundations (errors, registry, atomic writes), then
 protocols and records, then the components (data, models, methods, metrics), the engine, the
 search, the orchestration (run, sweep, report), the leaderboard, and on top the command line and
 the benchmark scripts. A module may import its own layer and those below it. Imports under

@@ -85,3 +85,36 @@ def test_the_checks_can_fail() -> None:
     assert not MACHINE_PATH.search("root: ${DMLBENCH_DATA}/CUB_200_2011")
     assert CITED_DOC.findall("(DESIGN.md §9)") == ["DESIGN.md"]
     assert SHORTHAND.search("as seed 002 eq. 3 writes")
+
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+
+
+def test_the_readme_is_short() -> None:
+    """Reference material lives in docs/; the README says what dmlbench is, how to run it, the
+    result and the tour."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 250, f"README.md has {len(lines)} lines: move reference material to docs/"
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert DOCS, "docs/ holds no page"
+    unlinked = [p.name for p in DOCS if f"](docs/{p.name})" not in readme]
+    assert not unlinked, f"README.md does not link: {', '.join(unlinked)}"
+
+
+def test_every_docs_page_links_back_to_the_readme() -> None:
+    no_title = [p.name for p in DOCS if not p.read_text(encoding="utf-8").startswith("# ")]
+    no_link = [p.name for p in DOCS if "](../README.md)" not in p.read_text(encoding="utf-8")]
+    assert not no_title and not no_link, f"no title: {no_title}; no link back: {no_link}"
+
+
+def test_no_documentation_holds_a_placeholder() -> None:
+    """`TODO(timing)` and its kind mark a figure still to be measured: none may be committed."""
+    problems = []
+    for path in [ROOT / "README.md", *DOCS]:
+        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "TODO(" in line:
+                problems.append(f"{path.relative_to(ROOT)}:{line_no}: {line.strip()[:80]}")
+    assert not problems, "\n".join(problems)

@@ -1,4 +1,4 @@
-"""Results as data: the tidy frame, its board column, the README example and report --format json."""
+"""Results as data: the tidy frame, its board column, the docs example and report --format json."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dmlbench.records import Record, record_path, save_record
 from dmlbench.results import COLUMNS, load_results, results_frame, results_json
 from tests.report.test_build import rec
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+RECORDS_DOC = Path(__file__).resolve().parents[1] / "docs" / "records.md"
 SEARCH = {"trial": 2, "trials": 4, "metric": "recall@1", "value": 0.7, "epochs": 3}
 
 
@@ -79,8 +79,8 @@ def test_a_damaged_record_is_skipped_with_a_warning(tmp_path: Path) -> None:
 
 
 def readme_example() -> str:
-    section = README.read_text(encoding="utf-8").split("## Reports\n", 1)[1]
-    section = section.split("### Leaderboard regression", 1)[0]
+    section = RECORDS_DOC.read_text(encoding="utf-8").split("## Results as data\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
     [code] = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     return code
 
@@ -94,7 +94,7 @@ def test_the_readme_example_runs_as_written(
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/records.md", "exec"), {})
     printed = out.getvalue()
     assert "npairs" in printed and "recall@1" in printed and "val_recall@1" not in printed
     assert "0.65" in printed  # the mean of the tuned board's two seeds

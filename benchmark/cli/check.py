@@ -13,7 +13,7 @@ from typing import Any
 
 from dmlbench.leaderboard import check
 from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
-from dmlbench.leaderboard.check import SEED, Row, format_rows, run_check
+from dmlbench.leaderboard.check import Row, format_rows, run_check
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.leaderboard.tolerances import CAP, TOLERANCES, K
 
@@ -45,7 +45,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             progress=progress,
             jobs=jobs,
         )
-        print(f"written: {lb_dir / TOLERANCES}, the seed-{SEED} records and {args.reports_dir}")
+        print(f"written: {lb_dir / TOLERANCES}, every seed's records and {args.reports_dir}")
         failed: list[Row] = []
     else:
         rows = run_check(lb_dir, names, args.method, progress=progress, jobs=jobs)
@@ -145,7 +145,7 @@ def add_parser(subparsers: Any) -> None:
         "--update",
         action="store_true",
         help="regenerate instead of checking: run each tuned method's search and every "
-        f"board's seeds, write the seed-0 records, the search trials, {TOLERANCES} and the "
+        f"board's seeds, write every seed's records, the search trials, {TOLERANCES} and the "
         "report (slow: about 6 checks; resumable from --work-dir)",
     )
     p.add_argument(

@@ -23,9 +23,9 @@ Cost: DREML with the paper's 12 learners costs 12 networks per step, alone a lar
 CI's budget, so the defaults board runs it with ``LEADERBOARD_HPARAMS`` (2 learners, the
 paper's D = 12 meta-classes). It is passed like ``--hparam``, so the runner marks that record
 with ``overrides: {hparams: ...}`` and the report puts it in its own table; every other
-defaults entry runs its paper defaults with no override. On the tuned board DREML's search
-chooses its learners within the same trial budget as every other method. A method whose
-defaults changed since the leaderboard was made is re-run with the committed
+defaults entry runs its paper defaults with no override. DREML is not on the tuned boards
+(``DEFAULTS_ONLY`` says why): its search and seeds alone would exceed the boards' hour. A
+method whose defaults changed since the leaderboard was made is re-run with the committed
 hyper-parameters, with a warning.
 """
 

@@ -4,7 +4,7 @@ The leaderboard is defined at ``THREADS = 1`` torch thread per run. Training is
 deterministic for a given thread count, but not across thread counts: the split of a
 parallel reduction (a convolution's backward pass, say) changes the last bits, and epochs of
 training grow them (measured: poses-mini's triplet-dense moved ndcg@1 by more than 3 times
-its 3-seed std between 1 and 2 threads; 24 of the leaderboard's 204 metrics differ). One
+its 3-seed std between 1 and 2 threads; 24 of the then leaderboard's 204 metrics differed). One
 thread per run makes the numbers independent of the machine's core count and lets ``--jobs
 N`` fill N cores with N runs at once, the same numbers as one after the other.
 """

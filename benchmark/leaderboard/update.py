@@ -3,7 +3,8 @@
 Runs every board's seeds of every entry (:mod:`dmlbench.leaderboard.tasks`, ``--jobs`` at a
 time; a tuned entry's tasks share its search, which the first one to start runs and the others
 join as workers of the same study), derives each metric's tolerance from their spread
-(:mod:`dmlbench.leaderboard.tolerances`), and writes the seed-0 records, the tuned boards'
+(:mod:`dmlbench.leaderboard.tolerances`), and writes every seed's records (the report's
+spreads and paired tests need them; ``dmlbench check`` replays seed 0), the tuned boards'
 search-trial records, ``tolerances.yaml`` (with the machine it ran on) and the report.
 
 Resumable: every record is written to the work folder as it finishes and reused by the next
@@ -28,7 +29,6 @@ from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard import check
 from dmlbench.leaderboard.check import (
     LEADERBOARD_HPARAMS,
-    SEED,
     expected_hparams,
     leaderboard_overrides,
 )
@@ -76,9 +76,9 @@ def update_leaderboard(
     progress: bool = True,
     jobs: int = 1,
 ) -> Tolerances:
-    """Run every board's seeds of every entry in ``work`` (resumable), write the seed-0
-    records, the search trials and ``tolerances.yaml`` into ``lb_dir`` and the report into
-    ``reports_dir``.
+    """Run every board's seeds of every entry in ``work`` (resumable), write every seed's
+    record (``dmlbench check`` replays seed 0), the search trials and ``tolerances.yaml``
+    into ``lb_dir`` and the report into ``reports_dir``.
 
     Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.leaderboard.tasks`)."""
     old = _old_tolerances(lb_dir, whole=methods is None and set(names) == set(check.LEADERBOARD))
@@ -122,13 +122,14 @@ def update_leaderboard(
         if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
             for folder in {n, protocol.name}:  # before derived names, the folder was n
                 shutil.rmtree(lb_dir / folder, ignore_errors=True)
-        for m in chosen[n]:
-            r = records[n, m][SEED]
-            path = record_path(
-                lb_dir, protocol.name, protocol.hash, r.method, SEED, "final", r.overrides
-            )
-            # The committed record names the generator, not this machine's work folder.
-            save_record(r.model_copy(update={"command": COMMAND}), path)
+        for m in chosen[n]:  # every seed: the report's spreads and paired tests need them
+            for s in seeds:
+                r = records[n, m][s]
+                path = record_path(
+                    lb_dir, protocol.name, protocol.hash, r.method, s, "final", r.overrides
+                )
+                # The committed record names the generator, not this machine's work folder.
+                save_record(r.model_copy(update={"command": COMMAND}), path)
         if check.is_tuned(n):
             _copy_trials(work, lb_dir, protocol, chosen[n])
         protocols_out[n] = ProtocolTolerances(

@@ -73,6 +73,18 @@ def recall_at_1_hits(
     Queries are those :func:`dmlbench.metrics.retrieval.evaluate` scores (with at least one positive
     in the gallery), so ``hits.mean()`` equals its ``recall@1``.
     """
+    return recall_at_1_hits_and_classes(embeddings, labels, queries, gallery, normalize)[0]
+
+
+def recall_at_1_hits_and_classes(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    queries: np.ndarray | None = None,
+    gallery: np.ndarray | None = None,
+    normalize: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`recall_at_1_hits` and the class of each scored query (the bootstrap's groups:
+    queries of one class share their gallery positives, so they are resampled together)."""
     from dmlbench.metrics.retrieval import knn, l2_normalize
 
     x = np.asarray(embeddings, dtype=np.float32)
@@ -86,6 +98,6 @@ def recall_at_1_hits(
     positives = np.where(classes[pos] == labels[q], counts[pos], 0) - (1 if same else 0)
     q = q[positives > 0]
     if q.size == 0:
-        return np.zeros(0)
+        return np.zeros(0), labels[q]
     nn = knn(x[q], x[g], 1, q if same else None)[:, 0]
-    return (labels[g][nn] == labels[q]).astype(np.float64)
+    return (labels[g][nn] == labels[q]).astype(np.float64), labels[q]

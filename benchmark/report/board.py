@@ -6,17 +6,21 @@ Metric Learning Reality Check", ECCV 2020) showed how often such gaps vanish ove
 bold cells of every table are the methods that a paired t-test over seeds, Holm-corrected
 (:mod:`dmlbench.report.significance`), cannot call worse than the best on the board's headline
 metric; with one seed nothing is bold and the caption says so. The untrained row is never a
-candidate. :func:`write_reports` writes the per-hash Markdown and CSV tables with these claims.
+candidate. Where the records carry each test query's hit, the lines under the table add the
+same claims over test queries (:mod:`dmlbench.report.query_tests`). :func:`write_reports`
+writes the per-hash Markdown and CSV tables with these claims.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from dmlbench.records import Record, atomic_write_text
+from dmlbench.report.query_tests import QueryTests, hit_rates, query_tests
 from dmlbench.report.ranking import LOWER_IS_BETTER, primary_metric
 from dmlbench.report.significance import (
     BestSet,
@@ -56,6 +60,7 @@ class Board:
     best: BestSet | None
     stability: str | None
     scores: pd.DataFrame  # method, seed, metric: trained methods only
+    queries: QueryTests | None = None  # the same claims over test queries, where recorded
 
     @property
     def bold(self) -> dict[str, list[str]]:
@@ -96,10 +101,13 @@ class Board:
 
     @property
     def notes(self) -> list[str]:
-        """The lines printed under a table: the legend, then the stability over seeds."""
+        """The lines printed under a table: the legend, the stability over seeds, then the
+        comparisons over test queries."""
         out = [self.legend]
         if self.stability is not None:
             out.append(f"Stability over seeds ({self.metric}): {self.stability}.")
+        if self.queries is not None and self.metric == "recall@1":
+            out += self.queries.notes
         return out
 
 
@@ -112,8 +120,9 @@ def board_metric(df: pd.DataFrame) -> str | None:
     return primary_metric([c for c in metric_columns(df) if df[c].notna().any()])
 
 
-def analyse_board(df: pd.DataFrame) -> Board:
-    """The :class:`Board` of a :func:`~dmlbench.report.tables.records_frame` of one board."""
+def analyse_board(df: pd.DataFrame, records: Iterable[Record] = ()) -> Board:
+    """The :class:`Board` of a :func:`~dmlbench.report.tables.records_frame` of one board;
+    ``records``, the same board's records, add the comparisons over test queries."""
     seeds = df.groupby("method")["seed"].nunique()
     ids = tuple(sorted({int(s) for s in df["seed"]}))
     metric = board_metric(df)
@@ -130,7 +139,9 @@ def analyse_board(df: pd.DataFrame) -> Board:
     stability = None
     if scores["method"].nunique() >= 2 and int(seeds.max()) >= 2:
         stability = stability_summary(ranking_stability(scores, metric, higher))
-    return Board(metric, higher, seeds, ids, best, stability, scores)
+    rates = hit_rates(records)
+    queries = query_tests(rates) if rates is not None else None
+    return Board(metric, higher, seeds, ids, best, stability, scores, queries)
 
 
 def table_title(name: str, version: int, protocol_hash: str) -> str:
@@ -164,7 +175,9 @@ def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path,
         stem = f"{name}-{str(h)[:12]}" + ("-overrides" if overridden else "")
         atomic_write_text(out_dir / f"{stem}.csv", to_csv(numeric_summary(part)))
         title = table_title(name, version, str(h))
-        md = summary_markdown(title, summary_table(part), analyse_board(part), bool(overridden))
+        group = [r for r in records if r.protocol.hash == h and bool(r.overrides) == overridden]
+        board = analyse_board(part, [r for r in group if r.stage == "final"])
+        md = summary_markdown(title, summary_table(part), board, bool(overridden))
         atomic_write_text(out_dir / f"{stem}.md", md)
         written.append((title, out_dir / f"{stem}.md", md))
     return written

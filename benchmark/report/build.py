@@ -241,7 +241,7 @@ def _one_group(
     title += " — runs with overrides" if overridden else ""
     written = [md_path, out_dir / f"{stem}.csv"]
     df = records_frame(finals)
-    table, board = summary_table(df), analyse_board(df)
+    table, board = summary_table(df), analyse_board(df, finals)
 
     tex = out_dir / f"{stem}.tex"
     label = "tab:" + re.sub(r"[^A-Za-z0-9:-]", "-", stem)

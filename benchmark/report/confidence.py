@@ -6,8 +6,11 @@ report bolds, ranks and tests on):
 
 - the mean over seeds, its std and the 95% Student-t interval of the mean
   (:func:`dmlbench.metrics.stats.t_interval`); one seed has neither a std nor an interval;
-- the bootstrap 95% interval over test queries of Recall@1 (computed per run at evaluation
-  time, see :mod:`dmlbench.metrics.stats`), averaged over the seeds' runs;
+- the bootstrap 95% interval over test queries of Recall@1: where every record of the board
+  carries its queries' hits, the interval of the seed-mean hit rate resampling query classes
+  (:mod:`dmlbench.report.query_tests` says why classes); for older records, the per-run
+  interval over single queries computed at evaluation (:mod:`dmlbench.metrics.stats`),
+  averaged over the seeds' runs;
 - what the search selected: the trial, its validation score and the epochs trained, so a
   reader sees which hyper-parameters produced the row (``defaults`` when there was no search).
 
@@ -25,6 +28,7 @@ import pandas as pd
 
 from dmlbench.metrics.stats import t_interval
 from dmlbench.records import Record
+from dmlbench.report.query_tests import hit_rates
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.tables import HIDDEN
 
@@ -55,16 +59,14 @@ def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
     if metric is None:
         return pd.DataFrame(columns=["metric", "n_seeds", "selected", "hyper-parameters"])
     rows = {}
+    rates = hit_rates(finals) if metric == "recall@1" else None
     for method in sorted({r.method for r in finals}, key=lambda m: (m == "untrained", m)):
         runs = [r for r in finals if r.method == method and metric in r.metrics]
         values = np.array([r.metrics[metric] for r in runs], dtype=np.float64)
         mean, half = t_interval(values)
         std = float(values.std(ddof=1)) if values.size > 1 else math.nan
-        lo = [r.metrics.get("ci_recall@1_lo", math.nan) for r in runs]
-        hi = [r.metrics.get("ci_recall@1_hi", math.nan) for r in runs]
-        has_boot = metric == "recall@1" and not np.all(np.isnan(lo))
         stats = (mean, std, mean - half, mean + half) + (
-            (float(np.nanmean(lo)), float(np.nanmean(hi))) if has_boot else (math.nan, math.nan)
+            rates.interval(method) if rates is not None else _run_intervals(runs, metric)
         )
         rows[method] = {
             "metric": metric,
@@ -99,6 +101,15 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
     out = pd.DataFrame.from_dict(rows, orient="index", columns=COLUMNS)
     out.index.name = "method"
     return out
+
+
+def _run_intervals(runs: list[Record], metric: str) -> tuple[float, float]:
+    """Older records: the mean over runs of each run's bootstrap over single queries."""
+    lo = [r.metrics.get("ci_recall@1_lo", math.nan) for r in runs]
+    hi = [r.metrics.get("ci_recall@1_hi", math.nan) for r in runs]
+    if metric != "recall@1" or np.all(np.isnan(lo)):
+        return math.nan, math.nan
+    return float(np.nanmean(lo)), float(np.nanmean(hi))
 
 
 def _interval(lo: float, hi: float) -> str:

@@ -1,4 +1,4 @@
-"""The README's "Kept models and embeddings" example runs as written (the run shortened to a
+"""The "Kept models and embeddings" example of docs/records.md runs as written (the run shortened to a
 smoke test of the same code path, as tests/methods/test_plugin.py does). The commands run in
 this process, with their globs expanded as a shell would, to spare four interpreter starts."""
 
@@ -14,13 +14,13 @@ import pytest
 
 from dmlbench.cli.main import main
 
-README = Path(__file__).parents[2] / "README.md"
+RECORDS_DOC = Path(__file__).parents[2] / "docs" / "records.md"
 SMOKE = ["--max-steps", "3", "--no-progress"]
 
 
 def readme_example() -> tuple[list[str], str]:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Kept models and embeddings") :]
+    text = RECORDS_DOC.read_text(encoding="utf-8")
+    section = text[text.index("## Kept models and embeddings") :]
     commands = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()  # type: ignore[union-attr]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
     return commands, code
@@ -59,9 +59,9 @@ def test_readme_embed_example_runs(
     for command in embeds:
         assert main(argv(smoke(command))) == 0, command
     (weights,) = glob.glob("results/glyphs-mini@defaults/*/artifacts/contrastive-*.pt")
-    assert Path(weights).stat().st_size < 1.1e6  # the README's disk table: 1.0 MB
+    assert Path(weights).stat().st_size < 1.1e6  # the disk table of docs/records.md: 1.0 MB
     capsys.readouterr()
-    exec(compile(smoke(code), "README.md", "exec"), {})
+    exec(compile(smoke(code), "docs/records.md", "exec"), {})
     assert capsys.readouterr().out.splitlines() == ["torch.Size([2, 64])", "2 (2, 64)"]
     with np.load("mine.npz") as npz:
         assert list(npz["files"]) == ["a.png", "b.jpg"] and npz["embeddings"].shape == (2, 64)

@@ -18,7 +18,7 @@ from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.retrieval import evaluate
 from dmlbench.protocol import Protocol, load_protocol
 from dmlbench.records import Record, load_record
-from dmlbench.run import RunOptions, run_protocol, split_metrics
+from dmlbench.run import RunOptions, run_protocol, split_evaluation, split_metrics
 
 
 def tiny() -> Protocol:
@@ -64,6 +64,21 @@ def test_the_kept_embeddings_reproduce_the_metrics_exactly(kept, method: str) ->
     assert metrics == {k: record.metrics[k] for k in metrics}
     split = Split(images=None, labels=arrays["labels"])  # type: ignore[arg-type]
     assert split_metrics(protocol, arrays["embeddings"], split, record.seed) == record.metrics
+    _, query_hits = split_evaluation(protocol, arrays["embeddings"], split, record.seed)
+    assert query_hits == record.query_hits
+
+
+@pytest.mark.parametrize("method", ["contrastive", "untrained"])
+def test_the_record_holds_each_test_querys_hit(kept, method: str) -> None:  # type: ignore[no-untyped-def]
+    """The record's hits are the queries Recall@1 counts: their mean is the metric, and each
+    query's class is its label (the class bootstrap's groups)."""
+    record, path = kept[method]
+    assert record.query_hits is not None
+    hits, classes = record.query_hits.decode()
+    assert hits.mean() == pytest.approx(record.metrics["recall@1"], abs=1e-12)
+    assert len(hits) == record.metrics["queries"]  # the scored ones; lone_queries are not
+    labels = read_embeddings(record, path)["labels"]
+    assert sorted(np.unique(classes)) == sorted(np.unique(labels))
 
 
 @pytest.mark.parametrize("method", ["contrastive", "untrained"])

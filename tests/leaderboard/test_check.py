@@ -16,12 +16,14 @@ import yaml
 
 from dmlbench.cli.main import main
 from dmlbench.leaderboard import check, tolerances
+from dmlbench.leaderboard import tolerances as tolerances_mod
 from dmlbench.leaderboard import update as check_update
 from dmlbench.leaderboard.boards import boards
 from dmlbench.protocol import load_protocol
-from dmlbench.records import load_record
+from dmlbench.records import load_record, load_records
 
 REPO = Path(__file__).resolve().parents[2]
+LEADERBOARD_DIR = REPO / "results" / "leaderboard"
 TINY = "glyphs-tiny"
 DEF, TUN = f"{TINY}@defaults", TINY  # its two boards
 
@@ -275,54 +277,89 @@ def test_perf_check_script_times_every_entry(
 
 
 def test_committed_leaderboard_matches_shipped_protocols() -> None:
-    """No training: the committed records and tolerances load, carry the current
-    without_search() hash and data fingerprint, cover every method, and agree."""
+    """No training: the committed records and tolerances load, carry the boards' current
+    hashes and data fingerprints, hold every method's record of each of the board's seeds
+    (the values the tolerances were derived from), and agree; a
+    tuned entry carries its search's selection and its trials are committed beside it."""
     from dmlbench.data import load_data
 
-    tolerances, board = check.load_leaderboard(REPO / "results" / "leaderboard")
+    tolerances, board = check.load_leaderboard(LEADERBOARD_DIR)
     assert sorted(board) == sorted(check.LEADERBOARD)
-    assert tolerances.seeds[0] == check.SEED and len(tolerances.seeds) >= 3
+    records, _ = load_records(LEADERBOARD_DIR)
     for name, entries in board.items():
         protocol = check.leaderboard_protocol(name)
         check.verify(name, protocol, load_data(protocol).fingerprint, entries, tolerances)
-        assert protocol.search.trials == 0
-        assert sorted(entries) == sorted([check.UNTRAINED, *check.leaderboard_methods(protocol)])
+        tuned = check.is_tuned(name)
+        assert (protocol.search.trials > 0) == tuned and protocol.name == name
+        assert sorted(entries) == sorted([check.UNTRAINED, *check.board_methods(name)])
         spreads = tolerances.protocols[name].methods
+        assert tolerances.protocols[name].seeds == list(check.LEADERBOARD[name].seeds)
+        assert len(check.LEADERBOARD[name].seeds) >= (5 if tuned else 3)
         for method, record in entries.items():
-            assert record.hparams == check.expected_hparams(method), method
+            if tuned and method != check.UNTRAINED:
+                selected = record.search["hparams"]
+                assert selected.items() <= record.hparams.items(), method
+                trials = [
+                    r
+                    for r in records
+                    if r.stage == "search-trial"
+                    and r.method == method
+                    and r.protocol.hash == protocol.hash
+                ]
+                assert len({r.trial for r in trials}) >= protocol.search.trials, method
+            else:
+                assert record.hparams == check.expected_hparams(method), method
             assert set(spreads[method]) == set(record.metrics), method
+            by_seed = {
+                r.seed: r
+                for r in records
+                if r.stage == "final" and r.method == method and r.protocol.name == name
+            }
+            assert sorted(by_seed) == sorted(check.LEADERBOARD[name].seeds), method
             for metric, s in spreads[method].items():
                 assert s.values[0] == record.metrics[metric], (method, metric)
-                wide = max(s.std, s.typical_std)
+                seeds = check.LEADERBOARD[name].seeds
+                assert s.values == [by_seed[i].metrics[metric] for i in seeds], (method, metric)
                 assert s.tolerance == pytest.approx(
-                    tolerances.k * wide if wide > 0 else tolerances.floor
+                    s.with_typical(s.typical_std, tolerances_mod.cap_for(metric)).tolerance
                 )
         reports = REPO / "reports" / "leaderboard"
         assert (reports / f"{protocol.name}-{protocol.short_hash}.md").is_file()
-        assert protocol.name == f"{name}@defaults"
 
 
-def test_editing_a_committed_number_fails_the_check(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The must-show on the real leaderboard, with its cheapest entry (no training): poses-mini's
-    untrained row passes as committed and fails, named, once one number is moved."""
-    board = tmp_path / "leaderboard"
-    shutil.copytree(REPO / "results" / "leaderboard", board)
-    argv = ["check", "--leaderboard-dir", str(board), "--protocol", "poses-mini"]
-    argv += ["--method", "untrained", "--no-progress"]
-    assert main(argv) == 0, capsys.readouterr()
-    tol = tolerances.load_tolerances(board)
+def test_every_committed_tolerance_catches_a_two_point_drop() -> None:
+    """The net is fine enough to matter: on every board, a change that costs any method 2
+    Recall@1 points (class labels) or 0.02 nDCG@10 (continuous labels) is beyond tolerance."""
+    tol = tolerances_mod.load_tolerances(LEADERBOARD_DIR)
     assert tol is not None
-    tolerance = tol.protocols["poses-mini"].methods["untrained"]["ndcg@10"].tolerance
-    path = next(p for p in board.rglob("untrained-seed0-final.json") if "poses-mini" in str(p))
+    seen = 0
+    for name, board in tol.protocols.items():
+        for method, spreads in board.methods.items():
+            for metric in ("recall@1", "ndcg@10"):
+                if metric in spreads:
+                    assert spreads[metric].tolerance < 0.02, (name, method, metric)
+                    seen += 1
+    assert seen >= sum(len(b.methods) for b in tol.protocols.values())
+
+
+@pytest.mark.parametrize("name", ["glyphs-mini@defaults", "glyphs-mini"])
+def test_an_injected_two_point_drop_fails_the_check(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The must-show on the real committed board, both kinds: contrastive's committed Recall@1
+    raised by 2 points (as if today's code had lost them) fails, named, and nothing else moves
+    (the tuned entry is re-run with its committed selection, no search)."""
+    board = tmp_path / "leaderboard"
+    shutil.copytree(LEADERBOARD_DIR, board)
+    path = committed_record(board, "contrastive", name)
     data = json.loads(path.read_text())
-    data["metrics"]["ndcg@10"] += 2 * tolerance
+    data["metrics"]["recall@1"] += 0.02
     path.write_text(json.dumps(data))
-    capsys.readouterr()
-    assert main(argv) == 1
+    kind = "tuned" if name == "glyphs-mini" else "defaults"
+    argv = ["check", "--leaderboard-dir", str(board), "--protocol", "glyphs-mini"]
+    assert main([*argv, "--board", kind, "--method", "contrastive", "--jobs", "1"]) == 1
     [verdict] = [line for line in capsys.readouterr().out.splitlines() if "FAILED" in line]
-    assert "poses-mini/untrained ndcg@10" in verdict and " 1 of " in verdict
+    assert f"{name}/contrastive recall@1" in verdict and " 1 of " in verdict
 
 
 def test_report_of_the_committed_leaderboard(

@@ -1,4 +1,4 @@
-"""The README's "add your own method" example runs as written, through --plugin."""
+"""The "add your own method" example of docs/development.md runs as written, through --plugin."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).parents[2] / "README.md"
+DEVELOPMENT_DOC = Path(__file__).parents[2] / "docs" / "development.md"
 
 
 def readme_example() -> tuple[str, list[str]]:
-    text = README.read_text(encoding="utf-8")
+    text = DEVELOPMENT_DOC.read_text(encoding="utf-8")
     section = text[text.index("## Add your own method") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
     commands = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()  # type: ignore[union-attr]
@@ -30,7 +30,7 @@ def test_readme_plugin_example_runs(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert "my-cosine-contrastive" in out and "my own idea" in out
-    # The README's run command, shortened to a smoke test of the same code path.
+    # The page's run command, shortened to a smoke test of the same code path.
     argv = [*run.split()[1:], "--max-steps", "3", "--no-progress"]
     proc = subprocess.run(
         [sys.executable, "-m", "dmlbench", *argv], cwd=tmp_path, capture_output=True, text=True

@@ -200,6 +200,17 @@ def test_record_lock_refuses_a_second_process_while_the_first_holds_it(tmp_path:
     assert try_lock(path) is True
 
 
+def test_record_lock_leaves_no_lock_file_beside_the_records(tmp_path: Path) -> None:
+    """filelock's lock files go to one hidden ``.locks`` folder; the records' folder itself
+    holds records only (and the lock is free again after use)."""
+    path = tmp_path / "results" / "contrastive-seed0-final.json"
+    with record_lock(path) as owned:
+        assert owned is True
+        path.write_text("{}")
+    assert sorted(p.name for p in path.parent.iterdir()) == [".locks", path.name]
+    assert try_lock(path) is True
+
+
 def test_record_lock_dies_with_its_process(tmp_path: Path) -> None:
     path = tmp_path / "contrastive-seed0-final.json"
     first = hold(path)

@@ -77,7 +77,7 @@ def test_a_run_waits_for_the_record_another_process_computes(
     """A record locked by another process is skipped, then waited for at the end of the run:
     the table lists it. Here the other process lets go without writing (it died), so the
     waiting run computes the record itself — after the lock was released, not beside it."""
-    from dmlbench.records import record_path
+    from dmlbench.records import lock_path, record_path
 
     protocol = tmp_path / "tiny.yaml"
     protocol.write_text(yaml.safe_dump(tiny_glyphs_protocol.model_dump(mode="json")))
@@ -85,8 +85,8 @@ def test_a_run_waits_for_the_record_another_process_computes(
         tmp_path / "r", "glyphs-tiny", tiny_glyphs_protocol.hash, "contrastive", 0, "final",
         {"max_steps": 1},
     )  # fmt: skip
-    path.parent.mkdir(parents=True)
-    other = open(path.with_name(f".{path.name}.lock"), "a+")  # noqa: SIM115
+    lock_path(path).parent.mkdir(parents=True)
+    other = open(lock_path(path), "a+")  # noqa: SIM115
     fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # "the other process"
     flag = _Flag("waiting for")
     logging.getLogger("dmlbench").addHandler(flag)

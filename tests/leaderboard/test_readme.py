@@ -1,0 +1,49 @@
+"""The README's first screen shows the committed tuned board, cut from its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dmlbench.errors import DmlbenchError
+from dmlbench.leaderboard import readme
+
+REPO = Path(__file__).resolve().parents[2]
+REPORTS = REPO / "reports" / "leaderboard"
+
+
+def test_readme_shows_the_committed_tuned_board() -> None:
+    """The block between the markers is exactly the excerpt of the committed report: the
+    tuned glyphs-mini board, 5 seeds, its significance and stability lines and the link."""
+    report = readme.report_path(REPORTS)
+    expected = readme.excerpt(report, link="reports/leaderboard/index.html")
+    shown = readme.block(REPO / "README.md")
+    assert shown == expected, "README board is stale: python -m dmlbench.leaderboard.readme"
+    assert "Tuned board, glyphs-mini" in shown and "over 5 seeds" in shown
+    assert shown.count("\n|") == 2 + readme.ROWS
+    assert "Stability over seeds" in shown and "(reports/leaderboard/index.html)" in shown
+    head = (REPO / "README.md").read_text(encoding="utf-8").split(readme.BEGIN)[0]
+    assert head.count("\n") < 20, "the board is on the README's first screen"
+
+
+def test_write_replaces_only_the_block(tmp_path: Path) -> None:
+    page = tmp_path / "README.md"
+    page.write_text(f"# title\n\n{readme.BEGIN}\nold\n{readme.END}\n\nrest\n", encoding="utf-8")
+    assert readme.main(["--readme", str(page), "--reports-dir", str(REPORTS)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("# title\n\n") and text.endswith("\n\nrest\n")
+    assert "old" not in readme.block(page) and "Tuned board" in readme.block(page)
+
+
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "README.md"
+    page.write_text("no markers\n", encoding="utf-8")
+    assert readme.main(["--readme", str(page), "--reports-dir", str(REPORTS)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(page) in err and "markers" in err
+    assert page.read_text(encoding="utf-8") == "no markers\n"
+    with pytest.raises(DmlbenchError, match="no such report"):
+        readme.excerpt(tmp_path / "missing.md", link="x")
