@@ -41,7 +41,11 @@ def excerpt(report: Path, link: str, rows: int = ROWS) -> str:
     start, end = table[0], table[-1]
     body = lines[start + 2 : end + 1]
     caption = [line for line in lines[:start] if line and not line.startswith("#")]
-    notes = [line for line in lines[end + 1 :] if line.startswith(("Bold", "Stability"))]
+    notes = [
+        line
+        for line in lines[end + 1 :]
+        if line.startswith(("Bold", "Not significantly", "Stability"))
+    ]
     title = lines[0].lstrip("# ")
     more = f"[all {len(body)} rows, the defaults board and the sweeps]({link})"
     return "\n".join(
@@ -50,7 +54,7 @@ def excerpt(report: Path, link: str, rows: int = ROWS) -> str:
             "",
             *lines[start : start + 2 + rows],
             "",
-            *notes,
+            *(f"- {note}" for note in notes),  # one bullet each: lines would run together
             "",
             f"Top {rows} rows; {more}.",
         ]

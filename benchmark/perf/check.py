@@ -21,8 +21,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dmlbench.leaderboard import check as board_check  # read at call time: tests patch it
 from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
-from dmlbench.leaderboard.check import LEADERBOARD, format_rows, run_check
+from dmlbench.leaderboard.check import format_rows, run_check
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.perf._common import (
     Row,
@@ -44,7 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--protocol", choices=sorted({b.base for b in LEADERBOARD.values()}), default=None
+        "--protocol",
+        choices=sorted({b.base for b in board_check.LEADERBOARD.values()}),
+        default=None,
     )
     parser.add_argument("--board", choices=[DEFAULTS, TUNED], default=None)
     parser.add_argument("--method", action="append", help="only these entries (repeatable)")
@@ -62,7 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     rows = run_check(
         args.leaderboard_dir,
-        select_boards(LEADERBOARD, [args.protocol] if args.protocol else None, args.board),
+        select_boards(
+            board_check.LEADERBOARD, [args.protocol] if args.protocol else None, args.board
+        ),
         args.method,
         progress=False,
         on_entry=lambda n, m, s, r: entries.append((n, m, s, r)),

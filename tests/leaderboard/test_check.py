@@ -10,6 +10,7 @@ import math
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -116,12 +117,10 @@ def test_update_writes_both_boards_trials_tolerances_and_report(built: Path) -> 
     finals = sorted(
         str(p.relative_to(board)).split("/")[0] + "/" + p.name for p in board.rglob("*final.json")
     )
-    assert finals == [
-        f"{TUN}/contrastive-seed0-final.json",
-        f"{TUN}/untrained-seed0-final.json",
-        f"{DEF}/contrastive-seed0-final.json",
-        f"{DEF}/untrained-seed0-final.json",
-    ]
+    assert finals == sorted(  # every seed's record is committed, not only the re-run seed 0
+        [f"{TUN}/{m}-seed{i}-final.json" for m in ("contrastive", "untrained") for i in range(5)]
+        + [f"{DEF}/{m}-seed{i}-final.json" for m in ("contrastive", "untrained") for i in range(3)]
+    )
     trials = sorted(p.name for p in (board / TUN).rglob("*-search-trial.json"))
     assert trials == [f"contrastive-trial000{i}-search-trial.json" for i in (0, 1)]
     tol = tolerances.load_tolerances(board)
@@ -133,6 +132,9 @@ def test_update_writes_both_boards_trials_tolerances_and_report(built: Path) -> 
         assert set(entry) == set(record.metrics)
         for metric, s in entry.items():
             assert len(s.values) == seeds and s.values[0] == record.metrics[metric]  # seed 0
+            for seed in range(seeds):  # the spread is computed from the committed records
+                [path] = (board / name).rglob(f"contrastive-seed{seed}-final.json")
+                assert s.values[seed] == load_record(path).metrics[metric]
             assert (
                 s.tolerance == s.with_typical(s.typical_std, tolerances.cap_for(metric)).tolerance
             )
@@ -226,9 +228,12 @@ def test_runs_use_one_torch_thread_and_restore_the_callers(monkeypatch: pytest.M
     from dmlbench.leaderboard import tasks as check_runs
 
     seen = []
-    monkeypatch.setattr(
-        "dmlbench.run.run_protocol", lambda *a, **k: seen.append(torch.get_num_threads()) or []
-    )
+
+    def run_protocol(*args: Any, **kwargs: Any) -> list[Any]:
+        seen.append(torch.get_num_threads())
+        return []
+
+    monkeypatch.setattr("dmlbench.run.run_protocol", run_protocol)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -360,6 +365,35 @@ def test_an_injected_two_point_drop_fails_the_check(
     assert main([*argv, "--board", kind, "--method", "contrastive", "--jobs", "1"]) == 1
     [verdict] = [line for line in capsys.readouterr().out.splitlines() if "FAILED" in line]
     assert f"{name}/contrastive recall@1" in verdict and " 1 of " in verdict
+
+
+MARGIN_SCALE = 1.25  # contrastive's margin as a bug in its build_loss would scale it
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_real_code_change_costing_two_points_fails_the_check(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The must-show with a change to the code instead of the record: contrastive's loss built
+    with its margin 25% larger costs its committed glyphs-mini@defaults Recall@1 between 2 and 5
+    points (2.3 when calibrated; ×1.5 costs 4.6, ×4 19), and ``dmlbench check`` on the
+    unmodified committed board fails, naming it (one run, ~25 s)."""
+    from dmlbench.methods import METHODS
+    from dmlbench.methods.contrastive import ContrastiveLoss
+
+    def scaled(self: Any) -> ContrastiveLoss:
+        return ContrastiveLoss(float(self.hparams["margin"]) * MARGIN_SCALE)
+
+    monkeypatch.setattr(METHODS.get("contrastive"), "build_loss", scaled)
+    argv = ["check", "--leaderboard-dir", str(LEADERBOARD_DIR), "--protocol", "glyphs-mini"]
+    assert main([*argv, "--board", "defaults", "--method", "contrastive", "--jobs", "1"]) == 1
+    out = capsys.readouterr().out
+    [verdict] = [line for line in out.splitlines() if "FAILED" in line]
+    assert "glyphs-mini@defaults/contrastive recall@1" in verdict
+    row = rows_of(out, "glyphs-mini@defaults", "contrastive")["recall@1"].split()
+    committed, now = float(row[3]), float(row[4])
+    assert 0.02 <= committed - now < 0.05, row  # a small change, not a broken loss
 
 
 def test_report_of_the_committed_leaderboard(

@@ -22,18 +22,22 @@ def test_readme_shows_the_committed_tuned_board() -> None:
     assert shown == expected, "README board is stale: python -m dmlbench.leaderboard.readme"
     assert "Tuned board, glyphs-mini" in shown and "over 5 seeds" in shown
     assert shown.count("\n|") == 2 + readme.ROWS
-    assert "Stability over seeds" in shown and "(reports/leaderboard/index.html)" in shown
+    assert (
+        "Stability over seeds" in shown
+        and "over test queries" in shown
+        and "(reports/leaderboard/index.html)" in shown
+    )
     head = (REPO / "README.md").read_text(encoding="utf-8").split(readme.BEGIN)[0]
     assert head.count("\n") < 20, "the board is on the README's first screen"
 
 
 def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     page = tmp_path / "README.md"
-    page.write_text(f"# title\n\n{readme.BEGIN}\nold\n{readme.END}\n\nrest\n", encoding="utf-8")
+    page.write_text(f"# title\n\n{readme.BEGIN}\nSTALE BLOCK\n{readme.END}\n\nrest\n", encoding="utf-8")
     assert readme.main(["--readme", str(page), "--reports-dir", str(REPORTS)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# title\n\n") and text.endswith("\n\nrest\n")
-    assert "old" not in readme.block(page) and "Tuned board" in readme.block(page)
+    assert "STALE BLOCK" not in readme.block(page) and "Tuned board" in readme.block(page)
 
 
 def test_bad_input_is_one_line_and_exit_2(
