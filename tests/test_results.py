@@ -15,6 +15,7 @@ from dmlbench.results import COLUMNS, load_results, results_frame, results_json
 from tests.report.test_build import rec
 
 RECORDS_DOC = Path(__file__).resolve().parents[1] / "docs" / "records.md"
+README = RECORDS_DOC.parents[1] / "README.md"
 SEARCH = {"trial": 2, "trials": 4, "metric": "recall@1", "value": 0.7, "epochs": 3}
 
 
@@ -78,23 +79,24 @@ def test_a_damaged_record_is_skipped_with_a_warning(tmp_path: Path) -> None:
     assert len(df) == 8
 
 
-def readme_example() -> str:
-    section = RECORDS_DOC.read_text(encoding="utf-8").split("## Results as data\n", 1)[1]
+def readme_example(doc: Path) -> str:
+    section = doc.read_text(encoding="utf-8").split("## Results as data\n", 1)[1]
     section = section.split("\n## ", 1)[0]
     [code] = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     return code
 
 
+@pytest.mark.parametrize("doc", [README, RECORDS_DOC], ids=lambda p: p.name)
 def test_the_readme_example_runs_as_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    doc: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code = readme_example()
+    code = readme_example(doc)
     assert len([ln for ln in code.strip().splitlines() if ln.strip()]) == 3  # three lines
     results_folder(tmp_path / "results")
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "docs/records.md", "exec"), {})
+        exec(compile(code, doc.name, "exec"), {})
     printed = out.getvalue()
     assert "npairs" in printed and "recall@1" in printed and "val_recall@1" not in printed
     assert "0.65" in printed  # the mean of the tuned board's two seeds

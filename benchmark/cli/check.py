@@ -146,7 +146,7 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="regenerate instead of checking: run each tuned method's search and every "
         f"board's seeds, write every seed's records, the search trials, {TOLERANCES} and the "
-        "report (slow: about 6 checks; resumable from --work-dir)",
+        "report (slow: about an hour on 2 cores, 5-6 times the check; resumable from --work-dir)",
     )
     p.add_argument(
         "--update-sweeps",
