@@ -50,7 +50,6 @@ def run_worker(
     run: RunOptions,
     options: SearchOptions,
     url: str,
-    index: int = 0,
     tracker: Tracker | None = None,
 ) -> int:
     """Claim and run trials until the study's budget is finished; returns how many ran here.
@@ -65,15 +64,11 @@ def run_worker(
     storage = open_storage(url, options)
     name = study_name(protocol, method, run.overrides)
     budget = protocol.search.trials
-    n_startup = min(10, max(2, budget // 2))
-    seed = protocol.seeds[0] + 1000 * index  # different proposals per worker, same history
-    sampler = (
-        optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
-        if protocol.search.sampler == "tpe"
-        else optuna.samplers.RandomSampler(seed=seed)
-    )
     study = optuna.load_study(
-        study_name=name, storage=storage, sampler=sampler, pruner=make_pruner(protocol)
+        study_name=name,
+        storage=storage,
+        sampler=proposal_sampler(protocol, 0),
+        pruner=make_pruner(protocol),
     )
     ran, clock = 0, _StudyClock(budget, count_trials(study).finished)
     tracker = tracker or current()
@@ -86,6 +81,7 @@ def run_worker(
                 return ran
             trial = None
             if counts.waiting or counts.finished + counts.active < budget:
+                study.sampler = proposal_sampler(protocol, len(study.get_trials(deepcopy=False)))
                 trial = study.ask()
                 trial.set_user_attr("host", socket.gethostname())
                 trial.set_user_attr("pid", os.getpid())
@@ -103,6 +99,25 @@ def run_worker(
         progress.line(
             f"  {method} trial {trial.number} {clock.tick(count_trials(study).finished)}: {line}"
         )
+
+
+def proposal_sampler(protocol: Protocol, claimed: int) -> optuna.samplers.BaseSampler:
+    """The sampler that proposes the study's next trial, seeded with the protocol's first seed
+    plus the number of trials the study already holds.
+
+    Seeding by trial rather than by worker keeps proposals distinct when several processes
+    join one study with the same worker index (the leaderboard's seeds of one tuned method
+    do): two samplers seeded alike drew the same random start-up trials in lockstep, so 8-trial
+    studies held 6 distinct configurations. The count is read under the claim lock, so each
+    trial gets its own seed, and one worker proposes the same start-up trials as several.
+    """
+    import optuna
+
+    seed = protocol.seeds[0] + claimed
+    if protocol.search.sampler != "tpe":
+        return optuna.samplers.RandomSampler(seed=seed)
+    n_startup = min(10, max(2, protocol.search.trials // 2))
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
 
 
 @dataclass
@@ -444,7 +459,7 @@ def _child(
         with activated(open_tracker(track_spec)) as tracker:
             run_worker(
                 protocol, method, data.train, data.fingerprint,
-                replace(run, progress=False), options, url, index, tracker,
+                replace(run, progress=False), options, url, tracker,
             )  # fmt: skip
     except (TrainingInterrupted, KeyboardInterrupt):
         sys.exit(130)

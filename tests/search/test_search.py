@@ -274,3 +274,29 @@ def test_search_workers_spread_over_the_gpus() -> None:
     assert worker_device("cuda", 3, 2) == "cuda:1"
     assert worker_device("cuda:1", 3, 4) == "cuda:1"  # asked for: kept
     assert worker_device("auto", 2, 1) == "auto" and worker_device("cpu", 1, 4) == "cpu"
+
+
+def test_workers_of_one_index_propose_distinct_trials(tmp_path: Path) -> None:
+    """Two processes joining one study (the leaderboard's seeds of a tuned method do, each as
+    worker 0) claim trials in turn while the other's trial still runs: each claim gets its own
+    proposal, and one worker alone proposes the same start-up trials. Seeded by worker, the
+    two drew identical start-up trials in lockstep (8-trial studies held 6 configurations)."""
+    from dmlbench.search.worker import proposal_sampler
+
+    protocol = load_protocol("glyphs-mini")
+    space = METHODS.get("contrastive").search_space
+
+    def proposals(workers: int) -> list[dict[str, Any]]:
+        url = f"sqlite:///{tmp_path / f'{workers}.db'}"
+        optuna.create_study(study_name="s", storage=url, direction="maximize")
+        studies = [optuna.load_study(study_name="s", storage=url) for _ in range(workers)]
+        out = []
+        for i in range(4):  # claims alternate between the workers; no trial finishes
+            study = studies[i % workers]
+            study.sampler = proposal_sampler(protocol, len(study.get_trials(deepcopy=False)))
+            out.append(space(study.ask()))
+        return out
+
+    two = proposals(2)
+    assert len({repr(sorted(p.items())) for p in two}) == 4
+    assert two == proposals(1)
