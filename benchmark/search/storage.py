@@ -9,6 +9,7 @@ that cannot be opened is one line naming it and what to do.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -156,16 +157,15 @@ def claim_lock(storage: Any, url: str, name: str) -> Iterator[None]:
             finally:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
         return
-    import fcntl
+    from filelock import FileLock
 
-    db = sqlite_path(url) or "/tmp/dmlbench-optuna"
-    lock = Path(f"{db}.{hashlib.sha256(name.encode()).hexdigest()[:12]}.lock")
-    with open(lock, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    # one lock file per study, in a hidden .locks folder beside the database (as the records'
+    # locks are); filelock works on every platform the studies may be shared from
+    db = Path(sqlite_path(url) or Path(tempfile.gettempdir()) / "dmlbench-optuna")
+    locks = db.parent / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(locks / f"{db.name}.{hashlib.sha256(name.encode()).hexdigest()[:12]}.lock"):
+        yield
 
 
 def quiet_optuna() -> None:

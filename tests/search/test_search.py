@@ -247,6 +247,10 @@ def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
     # trials are long enough that the spawned worker (import + data load) gets some
     assert len({t.user_attrs["pid"] for t in study.trials}) == 2
     assert sorted(r.trial for r in load_records(tmp_path)[0]) == list(range(6))
+    # the claim lock (filelock) lives in .locks/, never beside the database or the records
+    assert not list(tmp_path.glob("*.lock")) and list((tmp_path / ".locks").glob("optuna.db.*"))
+    # seeded per trial: the two workers' start-up proposals are all distinct
+    assert len({repr(sorted(t.params.items())) for t in study.trials}) == 6
 
 
 def test_unfinished_study_under_torchrun_is_a_clear_error(
