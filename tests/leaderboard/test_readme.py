@@ -33,7 +33,9 @@ def test_readme_shows_the_committed_tuned_board() -> None:
 
 def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     page = tmp_path / "README.md"
-    page.write_text(f"# title\n\n{readme.BEGIN}\nSTALE BLOCK\n{readme.END}\n\nrest\n", encoding="utf-8")
+    page.write_text(
+        f"# title\n\n{readme.BEGIN}\nSTALE BLOCK\n{readme.END}\n\nrest\n", encoding="utf-8"
+    )
     assert readme.main(["--readme", str(page), "--reports-dir", str(REPORTS)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# title\n\n") and text.endswith("\n\nrest\n")
