@@ -175,3 +175,91 @@ def test_fehervari_unnormalised_rows_are_marked_on_cub200() -> None:
     comp = reported_vs_reproduced(entries, "cub200", table)
     reproduced = comp[comp["kind"] == "reproduced"]
     assert len(reproduced) and all("normalisation" in d for d in reproduced["settings_differ"])
+
+
+# ---- files transcribed from repository READMEs (see each file's header for the exact table) ----
+#: file -> (number of entries, {(dataset, method, backbone, embedding size): {metric: value}}):
+#: spot values as printed in the source, so a slip in a later edit of a file fails here.
+README_FILES: dict[str, tuple[int, dict[tuple[str, str, str, int], dict[str, float]]]] = {
+    "roth2019_baselines.yaml": (
+        28,
+        {
+            ("cub200", "margin", "resnet50", 128): {
+                "recall@1": 63.4,
+                "recall@8": 90.4,
+                "nmi": 68.2,
+            },
+            ("cub200", "npairs", "googlenet", 512): {"recall@1": 50.6, "recall@4": 74.5},
+            ("cars196", "proxy-nca", "resnet50", 128): {"recall@1": 80.0, "nmi": 66.3},
+            ("sop", "triplet-semihard", "googlenet", 512): {"recall@1": 66.1, "recall@1000": 97.5},
+            ("inshop", "margin", "resnet50", 128): {"recall@1": 84.5, "recall@50": 98.5},
+            ("inshop", "npairs", "googlenet", 512): {"recall@1": 75.7, "recall@30": 96.2},
+        },
+    ),
+    "tschernezki2020_proxynca.yaml": (
+        3,
+        {
+            ("cub200", "proxy-nca", "bn-inception", 64): {"recall@1": 52.63, "nmi": 60.64},
+            ("cars196", "proxy-nca", "bn-inception", 64): {"recall@1": 72.19, "recall@8": 92.54},
+            ("sop", "proxy-nca", "bn-inception", 64): {"recall@1": 74.07, "recall@8": 86.66},
+        },
+    ),
+    "wang2019_ms_readme.yaml": (
+        2,
+        {
+            ("cub200", "multi-similarity", "bn-inception", 64): {
+                "recall@1": 57.4,
+                "recall@32": 96.4,
+            },
+            ("cub200", "multi-similarity", "bn-inception", 512): {
+                "recall@1": 65.7,
+                "recall@16": 95.0,
+            },
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(README_FILES))
+def test_readme_transcriptions_load_with_registered_methods_and_spot_values(name: str) -> None:
+    n_entries, spots = README_FILES[name]
+    entries = load_published_file(PUBLISHED / name).entries
+    assert len(entries) == n_entries
+    registered = set(METHODS.list())
+    assert {e.method for e in entries} <= registered
+    by_setting = {(e.dataset, e.method, e.backbone, e.embedding_size): e for e in entries}
+    assert len(by_setting) == len(entries), "two entries share a data set, method and setting"
+    for key, values in spots.items():
+        entry = by_setting[key]
+        for metric, value in values.items():
+            assert entry.values[metric] == pytest.approx(value, abs=1e-9), (name, key, metric)
+        assert "README" in entry.source and entry.pretrained == "imagenet"
+
+
+def test_readme_settings_are_recorded() -> None:
+    """Each entry names the setting it was obtained under (what the report compares)."""
+    for name in README_FILES:
+        for e in load_published_file(PUBLISHED / name).entries:
+            assert e.image_size in (224, 227) and e.normalized is not None, (name, e.source)
+    roth = load_published_file(PUBLISHED / "roth2019_baselines.yaml").entries
+    assert {(e.backbone, e.embedding_size, e.image_size) for e in roth} == {
+        ("resnet50", 128, 224),
+        ("googlenet", 512, 227),
+    }
+    assert all(e.normalized is (e.method != "npairs") for e in roth)  # N-pair: no L2 norm
+    assert all(e.kind == "reproduced" and e.batch_size == 112 for e in roth)
+    assert {e.dataset for e in roth if e.method == "proxy-nca"} == {"cub200", "cars196"}
+
+
+def test_readme_numbers_pair_with_the_shipped_protocols() -> None:
+    """BN-Inception 64-d rows meet cub200, the 512-d MS row meets cub200-ms512; others nothing."""
+    entries = load_published(PUBLISHED)
+    cub = {(e.method, e.kind, e.source) for e in matching(entries, "cub200")}
+    assert ("proxy-nca", "reproduced") in {(m, k) for m, k, s in cub if "Tschernezki" in s}
+    assert ("multi-similarity", "reported") in {(m, k) for m, k, s in cub if "CVPR 2019" in s}
+    ms512 = [
+        e for e in matching(entries, "cub200-ms512") if e.source.startswith("Wang et al. CVPR")
+    ]
+    assert [e.values["recall@1"] for e in ms512] == [65.7]
+    # Roth & Brattoli ran ResNet50 / GoogLeNet: no shipped protocol is their setting
+    assert not [e for e in matching(entries, "cub200") if e.source.startswith("Roth & Brattoli")]
