@@ -18,6 +18,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from dmlbench import simd
+
+# Before torch or faiss is imported: one SIMD level on every x86-64 machine (dmlbench.simd).
+simd.pin()
+
 __version__ = "0.2.0.dev0"
 
 _PUBLIC = {

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
+from dmlbench.simd import in_force as simd_in_force
 
 SCHEMA_VERSION = 1
 Stage = Literal["final", "search-trial"]
@@ -382,6 +383,7 @@ def environment(device: str) -> dict[str, Any]:
         "device": device,
         "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
         "torch_threads": torch.get_num_threads(),
+        "simd": simd_in_force(),
         "packages": package_versions(),
         "git_commit": git_commit(),
     }

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import dmlbench  # noqa: F401  (first: pins the SIMD level before any test imports torch)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Generated data sets go to a cache of the test session unless the user points elsewhere,

@@ -153,11 +153,13 @@ def machine_info() -> dict[str, str]:
     import faiss
     import pytorch_metric_learning
 
+    from dmlbench import simd
     from dmlbench.records import cpu_name, usable_cpus
 
     return {
         "cores": f"{usable_cpus()} (torch threads {torch.get_num_threads()})",
         "cpu": cpu_name(),
+        "simd": simd.describe(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "faiss": getattr(faiss, "__version__", "?"),

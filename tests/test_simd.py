@@ -1,0 +1,82 @@
+"""The SIMD cap: set before torch and faiss load, only where the CPU has AVX2, user values win."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dmlbench import simd
+
+AVX2_CPU = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"
+OLD_CPU = "processor\t: 0\nflags\t\t: fpu sse2 avx\n"
+
+
+@pytest.fixture
+def x86_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    for name in [*simd.PORTABLE_LEVEL, simd.OPT_OUT]:
+        monkeypatch.delenv(name, raising=False)
+
+
+def cpuinfo(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cpuinfo"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.usefixtures("x86_linux")
+def test_pin_sets_every_unset_variable_and_keeps_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
+    set_now = simd.pin(cpuinfo(tmp_path, AVX2_CPU))
+    assert set_now == {"ATEN_CPU_CAPABILITY": "avx2", "FAISS_SIMD_LEVEL": "AVX2"}
+    assert os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE"
+    assert os.environ["FAISS_SIMD_LEVEL"] == "AVX2"
+
+
+@pytest.mark.usefixtures("x86_linux")
+@pytest.mark.parametrize("case", ["no avx2", "opt-out", "arm", "no cpuinfo"])
+def test_pin_leaves_the_environment_alone(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = cpuinfo(tmp_path, OLD_CPU if case == "no avx2" else AVX2_CPU)
+    if case == "opt-out":
+        monkeypatch.setenv(simd.OPT_OUT, "1")
+    if case == "arm":
+        monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    if case == "no cpuinfo":
+        info = tmp_path / "missing"
+    assert simd.pin(info) == {}
+    assert not set(simd.PORTABLE_LEVEL) & set(os.environ)
+
+
+def test_the_cap_is_in_force_in_a_fresh_process() -> None:
+    """What a user's `dmlbench` gets: the level reported by torch and faiss themselves, which
+    fails if `import dmlbench` came too late for either library to see the variables."""
+    env = {k: v for k, v in os.environ.items() if k not in simd.PORTABLE_LEVEL}
+    env.pop(simd.OPT_OUT, None)
+    code = (
+        "import dmlbench, json; from dmlbench.simd import in_force; print(json.dumps(in_force()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    if not simd.applies():
+        pytest.skip("no AVX2 on x86-64 Linux here: the cap does not apply")
+    assert '"torch": "AVX2"' in out and '"faiss": "AVX2"' in out, out
+    assert '"onednn_max_isa": "AVX2"' in out, out
+
+
+def test_records_carry_the_level_in_force() -> None:
+    from dmlbench.records import environment
+
+    env = environment("cpu")
+    assert set(env["simd"]) == {"torch", "onednn_max_isa", "faiss"}
+    assert env["simd"]["torch"]
