@@ -37,6 +37,12 @@ def _count(folder: Path) -> int:
     return sum(1 for _ in folder.rglob("*.json")) if folder.is_dir() else 0
 
 
+def _where(folder: Path) -> str:
+    """The board folder as a report may name it: no path of the measuring machine."""
+    default = Path("results/leaderboard")
+    return str(default) if folder == default else f"a scratch folder (not {default})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dmlbench.perf.update",
@@ -88,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     body = (
         f"`dmlbench check --update{'-sweeps' if args.what == 'sweeps' else ''}` into "
-        f"{args.leaderboard_dir} (target: under 60 minutes on 2 cores):\n\n"
+        f"{_where(args.leaderboard_dir)} (target: under 60 minutes on 2 cores):\n\n"
         + markdown_table(table)
         + "\n"
     )

@@ -80,6 +80,23 @@ def rows_of(out: str, name: str, method: str) -> dict[str, str]:
     return {line.split()[2]: line for line in lines}
 
 
+def test_a_tuned_entry_is_one_task_whose_search_runs_in_one_process(tmp_path: Path) -> None:
+    """Seeds of a tuned entry as separate tasks would share its study as parallel workers, and
+    the trials proposed (and pruned) would depend on which others had finished: one task per
+    tuned entry, all its seeds, started before the single-seed defaults tasks."""
+    path = tiny_protocol_file(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(check, "LEADERBOARD", boards((TINY, str(path))))
+        protocols = {n: check.leaderboard_protocol(n) for n in (DEF, TUN)}
+        chosen = {n: ["untrained", "contrastive", "npairs"] for n in protocols}
+        tasks = check_update._tasks(protocols, chosen, tmp_path / "work")
+    shape = [(t.name, t.method, t.seeds) for t in tasks]
+    assert shape[:2] == [(DEF, "untrained", (0, 1, 2)), (TUN, "untrained", (0, 1, 2, 3, 4))]
+    assert shape[2:4] == [(TUN, m, (0, 1, 2, 3, 4)) for m in ("contrastive", "npairs")]
+    assert shape[4:] == [(DEF, m, (s,)) for m in ("contrastive", "npairs") for s in (0, 1, 2)]
+    assert all(t.hparams is None and t.selection is None for t in tasks[2:4])
+
+
 def test_spread_is_k_times_sample_std_with_floor_only_at_zero() -> None:
     s = tolerances.spread([1.0, 2.0, 3.0], k=3.0, floor=0.01)
     assert s.std == pytest.approx(1.0) and s.tolerance == pytest.approx(3.0)
