@@ -136,6 +136,7 @@ class Margin(Method):
             "margin": trial.suggest_float("margin", 0.05, 0.5, log=True),
             "beta": trial.suggest_float("beta", 0.6, 1.6),
             "nu": trial.suggest_float("nu", 0.0, 0.1),
-            "beta_lr_mult": trial.suggest_float("beta_lr_mult", 0.1, 100.0, log=True),
+            # 1-10^4 holds the paper default (1000) with a decade above it and three below.
+            "beta_lr_mult": trial.suggest_float("beta_lr_mult", 1.0, 10000.0, log=True),
             "samples_per_class": trial.suggest_categorical("samples_per_class", [2, 4, 5, 8]),
         }
