@@ -285,11 +285,12 @@ def upgrade(data: Any) -> dict[str, Any]:
 
 
 def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], list[str]]:
-    """Every record under ``root`` (but its sub-folders named in ``skip``), and one line per
-    file that could not be read."""
+    """Every record under ``root`` (but its sub-folders named in ``skip`` and hidden ones, such
+    as a leaderboard update's staging folder), and one line per file that could not be read."""
     records, problems = [], []
     for path in sorted(root.rglob("*.json")):
-        if "published" in path.parts or path.relative_to(root).parts[0] in skip:
+        parts = path.relative_to(root).parts
+        if "published" in path.parts or parts[0] in skip or any(p.startswith(".") for p in parts):
             continue
         try:
             records.append(load_record(path))

@@ -1,4 +1,4 @@
-"""One SIMD level for the numeric kernels, so a record replays bit for bit on any x86-64 machine.
+"""One SIMD level for the numeric kernels, so that records replay across more x86-64 machines.
 
 Why this exists: oneDNN (PyTorch's CPU convolutions), ATen's vectorised kernels and faiss each
 pick their kernels from the CPU they run on, and AVX-512 kernels accumulate in a different
@@ -6,9 +6,14 @@ order from AVX2 ones. The same seed then rounds differently from the first convo
 a few hundred steps later it is a different network: a seed-0 replay of the committed
 glyphs-mini board, made on AVX2 machines, moved contrastive's Recall@1 by 1.7 points on an
 AVX-512 machine (beyond ``dmlbench check``'s 1.5-point tolerance) and the untrained row's NMI
-by 0.1 (faiss's k-means). Capping oneDNN at AVX2 made the training bit-identical, and capping
-faiss made the NMI so. Every x86-64 CPU of the last decade has AVX2, so the cap is the level
-all of them share; the cost is the speed AVX-512 would have added on machines that have it.
+by 0.1 (faiss's k-means). Capping oneDNN at AVX2 made the training on that machine
+bit-identical, and capping faiss made the NMI so. Every x86-64 CPU of the last decade has
+AVX2, so the cap is the level all of them share; the cost is the speed AVX-512 would have added.
+
+The cap is not enough on every CPU model: on an Intel Xeon (AVX-512, capped) a replay of the
+board made on an AMD EPYC still differs (the tuned contrastive entry by 1.8 Recall@1 points,
+the defaults entries by under 0.1); the cause was not isolated. ``dmlbench check`` therefore
+compares the CPU model with the leaderboard's (:func:`dmlbench.leaderboard.check.other_cpu`).
 
 :func:`pin` runs when the package is imported, before torch or faiss is, and only on x86-64
 Linux machines with AVX2 (elsewhere the variables would name a level the CPU lacks). It sets

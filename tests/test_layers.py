@@ -1,6 +1,7 @@
 """The architecture is enforced, not only drawn: every import points down the pipeline.
 
-Layers, lowest first (docs/development.md, "Layout"): the foundations (errors, registry, atomic writes), then
+Layers, lowest first (docs/development.md, "Layout"): the foundations (errors, registry, atomic writes,
+the SIMD pin), then
 protocols and records, then the components (data, models, methods, metrics), the engine, the
 search, the orchestration (run, sweep, report), the leaderboard, and on top the command line and
 the benchmark scripts. A module may import its own layer and those below it. Imports under
@@ -22,7 +23,7 @@ ROOTS = {  # import prefix -> folder
     "dmlbench": Path(dmlbench.__file__).parent,
 }
 LAYERS = [
-    {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic"},
+    {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic", "dmlbench.simd"},
     {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records", "dmlbench.tracking"},
     {"dmlbench.data", "dmlbench.models", "dmlbench.methods", "dmlbench.metrics"},
     {"dmlbench.engine"},

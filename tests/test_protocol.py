@@ -145,3 +145,29 @@ def test_steps_per_epoch_left_out_of_the_hash_at_its_default() -> None:
     shorter = base.with_overrides({"optim.steps_per_epoch": 3})
     assert shorter.hash != base.hash
     assert base.hash == protocol_hash(base.with_overrides({"optim.steps_per_epoch": None}))
+
+
+def test_a_batch_a_listed_method_cannot_fill_is_refused_by_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Batches of 64 and multi-similarity's 5 images per class: 60 or 65 images, never the
+    protocol's 64. ``validate`` refuses with one line naming the key, the method, both numbers."""
+    from dmlbench.cli.main import main
+
+    path = tmp_path / "odd-batch.yaml"
+    path.write_text(
+        "include: glyphs-mini\nname: odd-batch\nbatch: {size: 64}\n"
+        "methods: [contrastive, multi-similarity]\n"
+    )
+    assert main(["validate", str(path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert str(path) in lines[0] and "batch.size" in lines[0]
+    assert "multi-similarity" in lines[0] and "64" in lines[0] and "samples_per_class 5" in lines[0]
+    # Fixing the samples per class for every method makes the same batch exact.
+    path.write_text(
+        "include: glyphs-mini\nname: odd-batch\nbatch: {size: 64, samples_per_class: 4}\n"
+        "methods: [contrastive, multi-similarity]\n"
+    )
+    assert main(["validate", str(path)]) == 0
+    assert "odd-batch" in capsys.readouterr().out

@@ -19,16 +19,26 @@ def cmd_list(args: argparse.Namespace) -> int:
             found = list_pml(args.pattern)
             refused = {n: why for n, why in found if why}
             names = [n for n, why in found if not why]
-        print(f"{'name':34} {'labels':8} {'lr×':>5}  paper (lr×: the loss parameters' multiplier)")
+        rows = []
         for name in names:
             cls = METHODS.get(name)
             mult = cls.defaults.get(cls.lr_mult_key) if cls.lr_mult_key else None
             shown = "—" if mult is None else f"{float(mult):g}"
-            print(f"{name:34} {cls.label_kind:8} {shown:>5}  {cls.paper}")
+            rows.append((name, cls.label_kind, shown, cls.paper, cls.defaults_source))
+        # Widths from the cells themselves: a fixed width cut for "class" pushed every
+        # "continuous" row (and a long pml: name) one column out of line.
+        wide = max([len("name"), *(len(r[0]) for r in rows), *(len(n) for n in refused)])
+        kind = max([len("labels"), *(len(r[1]) for r in rows)])
+        mult_w = max([len("lr×"), *(len(r[2]) for r in rows)])
+        indent = " " * (wide + 1 + kind + 1 + mult_w + 2)  # where the paper column starts
+        head = f"{'name':{wide}} {'labels':{kind}} {'lr×':>{mult_w}}"
+        print(f"{head}  paper (lr×: the loss parameters' multiplier)")
+        for name, label_kind, shown, paper, source in rows:
+            print(f"{name:{wide}} {label_kind:{kind}} {shown:>{mult_w}}  {paper}")
             if args.sources:
-                print(f"{'':50}defaults: {cls.defaults_source}")
+                print(f"{indent}defaults: {source}")
         for name, why in refused.items():
-            print(f"{name:34} refused: {why}")
+            print(f"{name:{wide}} refused: {why}")
         if args.pattern == "*":
             print("pml:<Loss>[+<Miner>]  any pytorch-metric-learning loss: list methods 'pml:*'")
     elif args.what == "protocols":

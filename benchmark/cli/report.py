@@ -42,10 +42,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _write_json(records: list[Record], reports_dir: Path) -> int:
     """``<reports-dir>/results.json``: the rows of :func:`dmlbench.results.load_results` for the
-    records this command read (so ``--protocol`` and ``--include-leaderboard`` apply)."""
+    records this command read (so ``--protocol`` and ``--include-leaderboard`` apply).
+
+    The data get the tables' checks: a run present twice is one row set (with the tables'
+    warning), and a protocol hash computed on two copies of the data is refused, since a
+    reader averaging the rows would otherwise count a seed twice or mix data sets.
+    """
     from dmlbench.records import atomic_write_text
+    from dmlbench.report.build import check_one_data_copy, unique_records
     from dmlbench.results import results_frame, results_json
 
+    records = unique_records(records)
+    check_one_data_copy(records)
     frame = results_frame(records)
     reports_dir.mkdir(parents=True, exist_ok=True)
     path = reports_dir / "results.json"

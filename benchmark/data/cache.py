@@ -16,7 +16,6 @@ resizing); a missing or corrupt image stops it with a :class:`DataError` naming 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from filelock import FileLock, Timeout
 
 from dmlbench.atomic import atomic_write
 from dmlbench.data.npz_cache import DAMAGED
@@ -212,10 +212,9 @@ def clean_stale_builds(folder: Path) -> list[Path]:
             # be one that has not taken it yet.
             if not tmp.is_dir() or time.time() - tmp.stat().st_mtime < STALE_AFTER:
                 continue
-            with open(tmp / BUILDING, "a+") as fh:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with FileLock(tmp / BUILDING, timeout=0):
                 shutil.rmtree(tmp, ignore_errors=True)
-        except BlockingIOError:  # a live build, in this or another process
+        except Timeout:  # a live build, in this or another process
             continue
         except OSError:  # read-only cache folder: nothing we can do, nothing we need
             continue
@@ -232,8 +231,8 @@ def _build(path: Path, files: Sequence[Path], resize: int | None, workers: int |
     workers = workers or min(8, os.cpu_count() or 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
-    building = open(tmp / BUILDING, "a+")  # noqa: SIM115 (held until the build ends)
-    fcntl.flock(building.fileno(), fcntl.LOCK_EX)  # see clean_stale_builds
+    building = FileLock(tmp / BUILDING)  # held until the build ends: see clean_stale_builds
+    building.acquire()
     try:
         with ThreadPoolExecutor(workers) as pool:
             sizes = list(pool.map(image_size, files))
@@ -279,7 +278,7 @@ def _build(path: Path, files: Sequence[Path], resize: int | None, workers: int |
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        building.close()
+        building.release()
 
 
 def _seeds(seed: int, epoch: int, keys: Sequence[int], n: int) -> list[int]:

@@ -11,11 +11,13 @@ results/leaderboard --reports-dir reports/leaderboard`` renders them.
 ``dmlbench check`` re-runs seed 0 of every entry of both boards in a temporary folder (the
 tuned board with its committed selections, no search: :attr:`~dmlbench.run.RunOptions.selections`),
 prints a diff table and exits 1 when a metric moved more than its tolerance. Every run uses
-one torch thread (:mod:`dmlbench.leaderboard.tasks` says why), so on the same kind of machine
-a re-run reproduces the committed numbers bit for bit, and a tolerance only matters when the
-code or a library changed. The tolerances (:mod:`dmlbench.leaderboard.tolerances`) are the
-seed-to-seed spread, capped so that a change costing any method 2 Recall@1 points (or 0.02
-nDCG@10) fails. It refuses (exit 2) when the shipped protocol's hash or the data fingerprint
+one torch thread (:mod:`dmlbench.leaderboard.tasks` says why), so on the CPU model the
+leaderboard was made on a re-run reproduces the committed numbers bit for bit, and a tolerance
+only matters when the code or a library changed. The tolerances
+(:mod:`dmlbench.leaderboard.tolerances`) are the seed-to-seed spread, capped so that a change
+costing any method 2 Recall@1 points (or 0.02 nDCG@10) fails; on another CPU model, where
+re-runs drift by seed-like noise, the check uses the spread uncapped and says so
+(:func:`other_cpu`). It refuses (exit 2) when the shipped protocol's hash or the data fingerprint
 no longer matches the committed leaderboard: that change needs a regenerated leaderboard, not
 a tolerance.
 
@@ -43,11 +45,11 @@ from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard.boards import TUNED, Board, boards
 from dmlbench.leaderboard.tasks import UNTRAINED, Task, run_tasks
 from dmlbench.leaderboard.tolerances import TOLERANCES, Spread, Tolerances, load_tolerances
-from dmlbench.records import Record, load_records
+from dmlbench.records import Record, cpu_name, load_records
 
 LEADERBOARD: dict[str, Board] = boards(("glyphs-mini", "glyphs-mini"), ("poses-mini", "poses-mini"))
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
-# Catalogue entries on the boards beside the seed papers' methods: the later losses a
+# Catalogue entries on the boards beside the founding papers' methods: the later losses a
 # researcher compares with first (issue "Every loss by name"). Each glyphs-mini entry adds
 # about 20 s of a core per board to every CI run; the other entries' own tests guard them.
 LEADERBOARD_CATALOGUE: tuple[str, ...] = (
@@ -100,7 +102,8 @@ def is_tuned(name: str) -> bool:
 
 def leaderboard_methods(protocol: Any) -> list[str]:
     """The protocol's label kind's methods on the board: every method with a module of its own
-    in ``methods/`` (the seed papers' methods) plus the catalogue entries in
+    in ``methods/`` (the methods of Fehervari et al. 2019, Kim et al. CVPR 2019 and Wang et
+    al. CVPR 2019) plus the catalogue entries in
     ``LEADERBOARD_CATALOGUE``; the other catalogue entries are left off to keep the check
     within its time budget."""
     from dmlbench.data import DATASETS
@@ -176,6 +179,22 @@ def verify(
             )
 
 
+def other_cpu(tolerances: Tolerances) -> str | None:
+    """The leaderboard's CPU model when this machine has another one, else None.
+
+    A re-run at one thread is bit-identical on the CPU model the leaderboard was made on.
+    Across models it is not, even with the SIMD level pinned (:mod:`dmlbench.simd`): the
+    glyphs-mini tuned board, made on an AMD EPYC, replayed seed 0 of contrastive 1.8 Recall@1
+    points lower on an Intel Xeon, and the small differences of its defaults entries (under 0.1
+    point) show that training turns last-bit differences into seed-like noise. On another model
+    the check therefore tolerates seed noise (:meth:`Spread.seed_noise`), says so, and can
+    catch a 2-point change only where the seed spread is below 2/3 point; ``--strict`` keeps
+    the capped tolerances, and ``dmlbench check --update`` on this machine makes them exact.
+    """
+    made_on = str(tolerances.machine.get("processor", ""))
+    return made_on if made_on and made_on != cpu_name() else None
+
+
 def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread]) -> list[Row]:
     """One row per metric of the committed record; a metric gone (``now`` NaN) or without a
     tolerance fails. A metric new since the leaderboard was made has nothing to compare with
@@ -221,8 +240,12 @@ def run_check(
     progress: bool = True,
     on_entry: Callable[[str, str, float, Record], None] | None = None,
     jobs: int = 1,
+    strict: bool = False,
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
+
+    On another CPU model than the leaderboard's the tolerances are the seed noise (uncapped),
+    with a note, unless ``strict`` (:func:`other_cpu` says why).
 
     ``jobs`` entries run side by side, longest first (by the committed record's wall time),
     one torch thread each (:mod:`dmlbench.leaderboard.tasks`), so the numbers do not depend on it.
@@ -232,6 +255,14 @@ def run_check(
     from dmlbench.data import load_data
 
     tolerances, board = load_leaderboard(lb_dir)
+    if not strict and (made_on := other_cpu(tolerances)):
+        tolerances = _seed_noise(tolerances)
+        print(
+            f"note: the leaderboard was made on another CPU model ({made_on}); re-runs here are "
+            "not bit-identical, so each tolerance is 3 x the seed spread, uncapped (--strict: "
+            "the capped ones; dmlbench check --update here: exact ones)",
+            file=sys.stderr,
+        )
     names = names or sorted(board)
     for n in names:
         if n not in board:
@@ -281,6 +312,21 @@ def run_check(
             n, board[n][m], results[n, m], tolerances.protocols[n].methods.get(m, {})
         )
     ]
+
+
+def _seed_noise(tolerances: Tolerances) -> Tolerances:
+    protocols = {
+        n: p.model_copy(
+            update={
+                "methods": {
+                    m: {metric: s.seed_noise() for metric, s in entry.items()}
+                    for m, entry in p.methods.items()
+                }
+            }
+        )
+        for n, p in tolerances.protocols.items()
+    }
+    return tolerances.model_copy(update={"protocols": protocols})
 
 
 def check_task(name: str, protocol: Any, old: Record) -> Task:

@@ -1,10 +1,11 @@
 """The leaderboard's sweeps: embedding size and batch size under paper defaults, over 3 seeds.
 
-The conditions the seed papers show to move results, re-run under one protocol each:
+The conditions the founding papers (Fehervari et al. 2019; Kim et al., CVPR 2019) show to
+move results, re-run under one protocol each:
 
 - glyphs-mini, embedding size 16-512 and batch size 32-256, for contrastive, triplet-semihard,
-  multi-similarity, proxy-nca and proxy-softmax (as Roth et al., "Revisiting Training
-  Strategies and Generalization Performance in Deep Metric Learning", ICML 2020, Figs. 1-2);
+  multi-similarity, proxy-nca and proxy-softmax (as Fehervari, Ravichandran & Appalaraju,
+  "Unbiased Evaluation of Deep Metric Learning Algorithms", 2019, Figures 1-2);
 - poses-mini, embedding size 16-128, for log-ratio, triplet-dense and triplet-binary (as Kim et
   al., "Deep Metric Learning Beyond Binary Supervision", CVPR 2019, Fig. 5).
 

@@ -72,6 +72,13 @@ class Spread(_Strict):
             tolerance = min(tolerance, cap)
         return self.model_copy(update={"typical_std": typical, "tolerance": tolerance})
 
+    def seed_noise(self, k: float = K, floor: float = FLOOR) -> Spread:
+        """The tolerance without the cap, ``k · max(std, typical std)``: what ``dmlbench check``
+        uses on another CPU model than the leaderboard's, where a re-run is not bit-identical
+        and drifts by seed-like noise (:func:`dmlbench.leaderboard.check.other_cpu`)."""
+        wide = max(self.std, self.typical_std)
+        return self.model_copy(update={"tolerance": k * wide if wide > 0 else floor})
+
 
 def cap_for(metric: str, cap: float = CAP) -> float | None:
     """The cap of ``metric``'s tolerance; None for the unbounded ones."""

@@ -8,8 +8,9 @@ spreads and paired tests need them; ``dmlbench check`` replays seed 0), the tune
 search-trial records, ``tolerances.yaml`` (with the machine it ran on) and the report.
 
 Resumable: every record is written to the work folder as it finishes and reused by the next
-``--update``; the committed folder is only written once every task has finished, so an
-interrupted regeneration leaves the committed leaderboard as it was.
+``--update``; the committed folder is only written once every task has finished (a whole
+board's new folder is staged and swapped in by renames, :func:`_swap_in`), so an interrupted
+regeneration leaves the committed leaderboard as it was.
 What the leaderboard is and how it is checked: :mod:`dmlbench.leaderboard.check`.
 """
 
@@ -50,6 +51,7 @@ from dmlbench.leaderboard.tolerances import (
 from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
 
 COMMAND = "dmlbench check --update"
+STAGING = ".staging"  # a full update's new board folders, before they are swapped in
 
 
 def machine(jobs: int) -> dict[str, Any]:
@@ -80,8 +82,10 @@ def update_leaderboard(
     record (``dmlbench check`` replays seed 0), the search trials and ``tolerances.yaml``
     into ``lb_dir`` and the report into ``reports_dir``.
 
-    Every (entry, seed) is one task, ``jobs`` at a time (:mod:`dmlbench.leaderboard.tasks`)."""
+    A defaults entry's seed is one task, a tuned entry (its search, then its seeds) is one,
+    ``jobs`` at a time (:func:`_tasks`, :mod:`dmlbench.leaderboard.tasks`)."""
     old = _old_tolerances(lb_dir, whole=methods is None and set(names) == set(check.LEADERBOARD))
+    shutil.rmtree(lb_dir / STAGING, ignore_errors=True)  # left by an interrupted swap
     protocols_out = dict(old.protocols) if old else {}
     protocols = {n: check.leaderboard_protocol(n) for n in names}
     chosen = check.select_entries(
@@ -119,25 +123,44 @@ def update_leaderboard(
             }
             for m, entry in spreads.items()
         }
-        if methods is None:  # a full update rebuilds the protocol's folder (old hashes go)
-            for folder in {n, protocol.name}:  # before derived names, the folder was n
-                shutil.rmtree(lb_dir / folder, ignore_errors=True)
+        # A full update rebuilds the protocol's folder (old hashes go) in a staging folder,
+        # swapped in below; a partial one replaces its records one by one (each atomically).
+        dest = lb_dir / STAGING if methods is None else lb_dir
         for m in chosen[n]:  # every seed: the report's spreads and paired tests need them
             for s in seeds:
                 r = records[n, m][s]
                 path = record_path(
-                    lb_dir, protocol.name, protocol.hash, r.method, s, "final", r.overrides
+                    dest, protocol.name, protocol.hash, r.method, s, "final", r.overrides
                 )
                 # The committed record names the generator, not this machine's work folder.
                 save_record(r.model_copy(update={"command": COMMAND}), path)
         if check.is_tuned(n):
-            _copy_trials(work, lb_dir, protocol, chosen[n])
+            _copy_trials(work, dest, protocol, chosen[n])
         protocols_out[n] = ProtocolTolerances(
             seeds=list(seeds), hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
         )
+    if methods is None:
+        # before derived names, a board's folder was its key n: both names are replaced
+        _swap_in(lb_dir, {f for n, p in protocols.items() for f in (n, p.name)})
     tolerances = _write_tolerances(lb_dir, protocols_out, jobs)
     write_report(lb_dir, reports_dir)
     return tolerances
+
+
+def _swap_in(lb_dir: Path, folders: set[str]) -> None:
+    """Replace each board folder of ``lb_dir`` by its copy under ``STAGING`` with renames, so
+    that an interruption leaves every folder whole, old or new (never half-written), and a
+    board no longer made loses its folder. ``STAGING`` is removed afterwards."""
+    staging = lb_dir / STAGING
+    for folder in sorted(folders):
+        old = lb_dir / f".{folder}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if (lb_dir / folder).exists():
+            os.replace(lb_dir / folder, old)
+        if (staging / folder).exists():
+            os.replace(staging / folder, lb_dir / folder)
+        shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _old_tolerances(lb_dir: Path, whole: bool) -> Tolerances | None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +18,11 @@ from dmlbench.data import cache as cache_mod
 from dmlbench.data.cache import ImageCache, open_or_build, resized_shape
 from dmlbench.errors import DataError
 from tests.data.fixtures import write_jpeg
+
+HOLD = (
+    "import sys, time; from filelock import FileLock; l = FileLock(sys.argv[1]); l.acquire(); "
+    "print('locked', flush=True); time.sleep(60)"
+)
 
 
 @pytest.fixture
@@ -83,3 +91,36 @@ def test_pickled_cache_does_not_carry_pixels(files: list[Path], tmp_path: Path) 
     assert len(pickle.dumps(cache)) < 4096
     assert torch.equal(clone.get(0), cache.get(0))
     assert np.array_equal(clone.index, cache.index)
+
+
+def _old_build_folder(parent: Path, name: str) -> Path:
+    tmp = parent / f".{name}.tmp-x"
+    tmp.mkdir(parents=True)
+    (tmp / cache_mod.BUILDING).touch()
+    os.utime(tmp, (1e9, 1e9))  # older than STALE_AFTER: only its lock says it is alive
+    return tmp
+
+
+def test_a_build_whose_lock_is_held_elsewhere_is_kept(tmp_path: Path) -> None:
+    """The lock is a filelock (no fcntl: the module imports on every platform); a folder whose
+    lock another process holds is a live build, one whose lock can be taken is abandoned."""
+    live, dead = _old_build_folder(tmp_path, "live"), _old_build_folder(tmp_path, "dead")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(live / cache_mod.BUILDING)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        assert cache_mod.clean_stale_builds(tmp_path) == [dead]
+        assert live.is_dir() and not dead.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert cache_mod.clean_stale_builds(tmp_path) == [live]
+
+
+def test_a_finished_build_leaves_no_lock_or_temp_folder(files: list[Path], tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    open_or_build(root, "abc", files, resize=20)
+    assert [p for p in root.rglob("*") if ".tmp-" in p.name or p.name == cache_mod.BUILDING] == []

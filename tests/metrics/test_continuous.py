@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dmlbench.data.base import ArrayImages, Split
-from dmlbench.metrics.continuous import evaluate_continuous
+from dmlbench.metrics.continuous import distances_from_lists, evaluate_continuous
 from dmlbench.protocol import MetricsSpec
 
 
@@ -191,3 +191,54 @@ def test_k_larger_than_the_gallery_is_clipped() -> None:
 def test_no_metrics_asked_gives_no_metrics() -> None:
     s = split(np.zeros((3, 1)))
     assert evaluate_continuous(np.zeros((3, 2)), s, spec([])) == {}
+
+
+# --------------------------------------------------------------------------- validation folds
+
+
+def _points(n: int, seed: int) -> np.ndarray:
+    """Distinct points on a line: label distance |p_i - p_j| is known exactly."""
+    return np.random.default_rng(seed).permutation(n).astype(np.float64) * 0.3 + 0.2
+
+
+def _lists_split(p: np.ndarray, keep: int | None = None) -> Split:
+    """A ``precomputed`` split carrying only neighbour lists (each item's ``keep`` nearest)."""
+    d = np.abs(p[:, None] - p[None, :])
+    order = np.argsort(d, axis=1, kind="stable")
+    lists = np.array([[j for j in row if j != i] for i, row in enumerate(order)])[:, :keep]
+    index = np.arange(len(p), dtype=np.float32)[:, None]
+    dists = np.take_along_axis(d, lists, axis=1).astype(np.float32)
+    return split(index, label_distance="precomputed", neighbours=lists, neighbour_distances=dists)
+
+
+def test_distances_from_complete_lists_are_the_label_distances() -> None:
+    p = _points(9, seed=0)
+    matrix = distances_from_lists(_lists_split(p))
+    assert matrix.shape == (9, 9)
+    np.testing.assert_allclose(matrix, np.abs(p[:, None] - p[None, :]), rtol=1e-6, atol=1e-7)
+
+
+def test_pairs_missing_from_the_lists_are_at_infinite_distance() -> None:
+    p = _points(9, seed=1)
+    s = _lists_split(p, keep=3)
+    matrix = distances_from_lists(s)
+    listed = np.zeros((9, 9), dtype=bool)
+    np.put_along_axis(listed, s.extras["neighbours"], True, axis=1)
+    np.fill_diagonal(listed, True)
+    assert np.all(np.isinf(matrix[~listed])) and np.all(np.isfinite(matrix[listed]))
+    truth = np.abs(p[:, None] - p[None, :])
+    np.testing.assert_allclose(matrix[listed], truth[listed], rtol=1e-6, atol=1e-7)
+
+
+def test_a_fold_of_a_precomputed_split_scores_like_its_label_distances() -> None:
+    """Validation on a fold of MPII-like data: the fold's lists give the same nDCG and mean
+    label distance as an independent evaluation from the members' own (Euclidean) labels."""
+    p = _points(30, seed=2)
+    members = np.random.default_rng(3).choice(30, size=12, replace=False)
+    fold = _lists_split(p).subset(members)
+    emb = np.random.default_rng(4).normal(size=(12, 5))
+    ours = evaluate_continuous(emb, fold, spec([1, 3, 5]))
+    reference = evaluate_continuous(emb, split(p[members][:, None]), spec([1, 3, 5]))
+    assert ours.keys() == reference.keys()
+    for key, value in reference.items():
+        assert ours[key] == pytest.approx(value, rel=1e-5), key
