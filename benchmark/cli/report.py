@@ -33,8 +33,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "json":
         return _write_json(records, Path(args.reports_dir))
     written = build_reports(records, Path(args.reports_dir), root / "published")
-    for path in written:
-        if path.suffix == ".md" and not path.stem.endswith("-published"):
+    for path in written:  # every table, the published numbers they meet included
+        if path.suffix == ".md":
             print(path.read_text(encoding="utf-8"))
     print(f"written: {len(written)} files to {args.reports_dir} (.md .csv .tex .html .png .svg)")
     return 0
