@@ -50,7 +50,7 @@ def excerpt(report: Path, link: str, rows: int = ROWS) -> str:
     more = f"[all {len(body)} rows, the defaults board and the sweeps]({link})"
     return "\n".join(
         [
-            f"**Tuned board, {title}.** {' '.join(caption)}",
+            f"**{title}.** {' '.join(caption)}",  # the title names the board and budget
             "",
             *lines[start : start + 2 + rows],
             "",

@@ -282,12 +282,47 @@ def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
     records, _ = load_records(lb_dir)
     sweeps = sorted((reports_dir.parent / "sweeps").glob("sweep-*.png"))  # --update-sweeps'
     linked = [f"../sweeps/{p.name}" for p in sweeps]
-    written = build_reports(records, reports_dir, lb_dir / "published", linked)
+    written = build_reports(records, reports_dir, lb_dir / "published", linked, board_notes())
     keep = {p.resolve() for p in written}
     for p in reports_dir.glob("*"):
         if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(check.LEADERBOARD)):
             p.unlink()
     return written
+
+
+def board_notes() -> dict[str, list[str]]:
+    """Lines printed under each board's table: the registered methods of its label kind that
+    are not on it, and why, so a reader never takes a missing method for a bad one."""
+    from dmlbench.data import DATASETS
+    from dmlbench.methods import METHODS
+    from dmlbench.methods._catalogue import CatalogueMethod
+
+    notes: dict[str, list[str]] = {}
+    for n in check.LEADERBOARD:
+        protocol = check.leaderboard_protocol(n)
+        kind = DATASETS.get(protocol.data.dataset).label_kind
+        on = set(check.board_methods(n))
+        lines = [
+            f"Not on this board: {m} ({why})."
+            for m, why in check.DEFAULTS_ONLY.items()
+            if check.is_tuned(n) and m in check.leaderboard_methods(protocol)
+        ]
+        off = [
+            m
+            for m in METHODS.list()
+            if METHODS.get(m).label_kind == kind
+            and m not in on
+            and m not in check.DEFAULTS_ONLY
+            and issubclass(METHODS.get(m), CatalogueMethod)
+        ]
+        if off:
+            lines.append(
+                f"Not on the boards: {len(off)} further catalogue losses of this label kind "
+                f"({', '.join(off)}), left off so that `dmlbench check` stays within CI's "
+                "time; run one under this protocol with `dmlbench run --method NAME`."
+            )
+        notes[protocol.name] = lines
+    return notes
 
 
 def default_work_dir() -> Path:

@@ -17,8 +17,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from dmlbench.report.latex import pretty_metric
+from dmlbench.report.titles import wrap_title
 
 HATCHES = ("//", "\\\\", "xx", "..", "--", "++", "oo", "||", "**", "OO")
+TITLE_WIDTH = 80  # characters per title line: a board's title names its protocol and budget
 GREYS = ("0.55", "0.85", "0.70", "1.0", "0.40", "0.92", "0.62", "0.78")
 
 
@@ -77,7 +79,7 @@ def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
     ax.set_xlabel(f"{name} on test classes ({unit(metric)}), {what}")
     if unit(metric) == "%":
         ax.set_xlim(0, min(100.0, max(10.0, float((data["mean"] + data["std"]).max()) * 1.2)))
-    ax.set_title(title, fontsize=10)
+    ax.set_title(wrap_title(title, TITLE_WIDTH), fontsize=10)
     ax.grid(axis="x", color="0.85", linewidth=0.6)
     ax.set_axisbelow(True)
     return fig

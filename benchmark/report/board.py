@@ -13,7 +13,7 @@ writes the per-hash Markdown and CSV tables with these claims.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +40,7 @@ from dmlbench.report.tables import (
     summary_table,
     to_csv,
 )
+from dmlbench.report.titles import board_title
 
 ALPHA = 0.05
 LEGEND = (
@@ -144,40 +145,53 @@ def analyse_board(df: pd.DataFrame, records: Iterable[Record] = ()) -> Board:
     return Board(metric, higher, seeds, ids, best, stability, scores, queries)
 
 
-def table_title(name: str, version: int, protocol_hash: str) -> str:
-    return f"{name} v{version} (protocol hash {protocol_hash[:12]})"
-
-
-def summary_markdown(title: str, table: pd.DataFrame, board: Board, overridden: bool) -> str:
-    """The Markdown of one board: heading, caption, table, legend and stability line."""
-    notes = "\n".join(f"\n{n}" for n in board.notes)
+def summary_markdown(
+    title: str,
+    table: pd.DataFrame,
+    board: Board,
+    overridden: bool,
+    notes: Sequence[str] = (),
+) -> str:
+    """The Markdown of one board: heading, caption, table, legend and stability line, then
+    ``notes`` (the caller's lines about the board, e.g. which methods it leaves out and why)."""
+    lines = "\n".join(f"\n{n}" for n in [*board.notes, *notes])
     smoke = f"\n\n{OVERRIDE_MD}" if overridden else ""
     return (
         f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), "
         f"{board.caption}.\n\n{render_markdown(format_table(table, bold=board.bold))}\n"
-        f"{notes}{smoke}\n"
+        f"{lines}{smoke}\n"
     )
 
 
-def write_reports(records: list[Record], out_dir: Path) -> list[tuple[str, Path, str]]:
+def write_reports(
+    records: list[Record],
+    out_dir: Path,
+    notes: Mapping[str, Sequence[str]] | None = None,
+) -> list[tuple[str, Path, str]]:
     """Write ``<protocol>-<hash12>.md`` and ``.csv`` per protocol hash (runs with overrides
     apart, ``…-overrides``); the CSV is :func:`~dmlbench.report.tables.numeric_summary`.
 
+    The title names the board's budget (:func:`~dmlbench.report.titles.board_title`).
+    ``notes`` maps a protocol name to lines printed under its table (not under its table of
+    runs with overrides, which are smoke tests, not the board the notes describe).
+
     Returns (title, markdown path, markdown text) per table.
     """
+    notes = notes or {}
     df = records_frame(r for r in records if r.stage == "final")
     if df.empty:
         return []
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
-        name, version = str(part["protocol"].iloc[0]), int(part["version"].iloc[0])
+        name = str(part["protocol"].iloc[0])
         stem = f"{name}-{str(h)[:12]}" + ("-overrides" if overridden else "")
         atomic_write_text(out_dir / f"{stem}.csv", to_csv(numeric_summary(part)))
-        title = table_title(name, version, str(h))
         group = [r for r in records if r.protocol.hash == h and bool(r.overrides) == overridden]
+        title = board_title(group[0].protocol, group)
         board = analyse_board(part, [r for r in group if r.stage == "final"])
-        md = summary_markdown(title, summary_table(part), board, bool(overridden))
+        lines = () if overridden else notes.get(name, ())
+        md = summary_markdown(title, summary_table(part), board, bool(overridden), lines)
         atomic_write_text(out_dir / f"{stem}.md", md)
         written.append((title, out_dir / f"{stem}.md", md))
     return written

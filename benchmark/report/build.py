@@ -38,7 +38,7 @@ import json
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +72,7 @@ from dmlbench.report.tables import (
     summary_table,
     to_csv,
 )
+from dmlbench.report.titles import sweep_budgets
 
 OVERRIDE_NOTE = (
     "Runs with overrides (e.g. --max-steps, --backbone-override): smoke tests, not leaderboard "
@@ -94,11 +95,17 @@ def build_reports(
     out_dir: Path,
     published_dir: Path | None = None,
     linked_sweeps: list[str] | None = None,
+    notes: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Path]:
     """Write every report file for ``records`` into ``out_dir``; return the paths written.
 
     ``linked_sweeps``: sweep plots of another report (paths relative to ``out_dir``) that the
     index shows beside its own (the leaderboard's index shows ``reports/sweeps``' plots).
+
+    ``notes``: lines to print under a protocol's table, in its Markdown and on its HTML page,
+    keyed by protocol name (``glyphs-mini``, ``glyphs-mini@defaults``), e.g. which methods the
+    board leaves out and why; a reader of a board cannot see what is missing from it. Not
+    printed under the table of runs with overrides.
 
     Records are grouped by (protocol hash, has overrides), like the Markdown tables; each group
     gets its own files. The rankings use the runs without overrides (all runs, labelled as smoke
@@ -112,6 +119,9 @@ def build_reports(
     finals = [r for g in groups.values() for r in g if r.stage == "final"]
     if not finals:
         return []
+    notes = notes or {}
+    for name in sorted(set(notes) - {r.protocol.name for r in finals}):
+        log.warning("notes for %s: no final record of that protocol; not printed", name)
     out_dir.mkdir(parents=True, exist_ok=True)
     published = load_published(published_dir)
     eligible = [r for r in finals if not r.overrides]
@@ -122,7 +132,9 @@ def build_reports(
     cds: list[tuple[str, str]] = []
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
-            paths, page = _one_group(groups[key], key[1], out_dir, published, rankings, smoke)
+            group, overridden = groups[key], key[1]
+            lines = [] if overridden else list(notes.get(group[0].protocol.name, ()))
+            paths, page = _one_group(group, overridden, out_dir, published, rankings, smoke, lines)
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
             cds += [
@@ -141,7 +153,7 @@ def build_reports(
         atomic_write_text(html, render_page(page))
         written.append(html)
     try:
-        sweep_pngs = write_sweep_plots(sweep_points(finals), out_dir)
+        sweep_pngs = write_sweep_plots(sweep_points(finals), out_dir, budgets=sweep_budgets(finals))
     except MixedProtocolsError as err:  # the tables are still right; only the plot is refused
         log.warning("sweep plots skipped: %s", err)
         sweep_pngs = []
@@ -233,11 +245,14 @@ def _one_group(
     published: list[PublishedEntry],
     rankings: dict[str, pd.DataFrame],
     ranking_note: str | None,
+    board_notes: list[str],
 ) -> tuple[list[Path], Page]:
-    """Every file of one (hash, overrides) group except its HTML page, which is returned."""
+    """Every file of one (hash, overrides) group except its HTML page, which is returned;
+    ``board_notes`` are printed under its table."""
     finals = [r for r in records if r.stage == "final"]
-    [(title, md_path, _)] = write_reports(finals, out_dir)
-    stem, ref = md_path.stem, finals[0].protocol
+    ref = finals[0].protocol
+    [(title, md_path, _)] = write_reports(finals, out_dir, {ref.name: board_notes})
+    stem = md_path.stem
     title += " — runs with overrides" if overridden else ""
     written = [md_path, out_dir / f"{stem}.csv"]
     df = records_frame(finals)
@@ -309,7 +324,7 @@ def _one_group(
         budget=budget,
         confidence=confidence,
         rankings=own,
-        notes=([OVERRIDE_NOTE] if overridden else []) + footnotes,
+        notes=([OVERRIDE_NOTE] if overridden else []) + board_notes + footnotes,
         no_comparison_reason="Not compared: runs with overrides." if overridden else None,
         ranking_note=ranking_note,
     )

@@ -25,6 +25,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from dmlbench.report.significance import paired_seed_tests, seed_ranks
+from dmlbench.report.titles import wrap_title
+
+TITLE_WIDTH = 90  # characters per title line: a board's title names its protocol and budget
 
 
 @dataclass(frozen=True)
@@ -85,18 +88,28 @@ def _caption(data: CDData) -> str:
     return f"{seeds}; bars: no significant difference (paired t over seeds, Holm, α={data.alpha:g})"
 
 
+def tick_step(k: int) -> int:
+    """Label every rank up to 12 methods, then every 2nd (5th beyond 30): the labels of a
+    20-method axis ran together."""
+    return 1 if k <= 12 else 2 if k <= 30 else 5
+
+
 def draw_cd_diagram(data: CDData, title: str) -> Figure:
     """Rank axis on top (1 at the left), methods hanging from their rank, bars underneath."""
     k = len(data.ranks)
     lo, hi = 1.0, float(max(k, 2))
     half = (k + 1) // 2
-    fig = Figure(figsize=(7.0, 1.6 + 0.3 * (half + len(data.groups))), layout="constrained")
+    width = 7.0 + 0.15 * max(0, k - 12)  # more ranks, a longer axis
+    fig = Figure(figsize=(width, 1.6 + 0.3 * (half + len(data.groups))), layout="constrained")
     ax = fig.add_subplot()
     ax.set_axis_off()
     ax.hlines(0, lo, hi, color="black", linewidth=1)
+    step = tick_step(k)
     for t in range(1, int(hi) + 1):
-        ax.vlines(t, 0, 0.1, color="black", linewidth=1)
-        ax.text(t, 0.18, str(t), ha="center", va="bottom", fontsize=9)
+        labelled = t == 1 or t % step == 0
+        ax.vlines(t, 0, 0.1 if labelled else 0.05, color="black", linewidth=1)
+        if labelled:
+            ax.text(t, 0.18, str(t), ha="center", va="bottom", fontsize=9)
     rows = [-(0.25 + 0.2 * i) for i in range(len(data.groups))]
     for y, group in zip(rows, data.groups, strict=True):
         xs = [float(data.ranks[m]) for m in group]
@@ -111,7 +124,7 @@ def draw_cd_diagram(data: CDData, title: str) -> Figure:
         ax.text(edge, y, f" {label} ", ha="right" if left else "left", va="center", fontsize=9)
     ax.set_xlim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo))
     ax.set_ylim(top - 0.3 * max(half, 1), 0.45)
-    ax.set_title(f"{title}\n{_caption(data)}", fontsize=10)
+    ax.set_title(f"{wrap_title(title, TITLE_WIDTH)}\n{_caption(data)}", fontsize=10)
     return fig
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dmlbench.records import Record, atomic_write_text
+from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
 from dmlbench.report.tables import UNTRAINED, records_frame, render_markdown, to_csv
+from dmlbench.report.titles import search_trials
 
 SUFFIX = "@defaults"
 COLUMNS = [
@@ -124,6 +125,13 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def pair_title(tuned: ProtocolRef, records: list[Record]) -> str:
+    """``glyphs-mini v3: paper defaults (no search) vs tuned (8-trial search per method)``."""
+    trials = search_trials(tuned, records)
+    budget = f" ({trials}-trial search per method)" if trials else ""
+    return f"{tuned.name} v{tuned.version}: paper defaults (no search) vs tuned{budget}"
+
+
 def write_defaults_vs_tuned(
     records: Iterable[Record], out_dir: Path
 ) -> tuple[list[Path], list[tuple[str, pd.DataFrame]]]:
@@ -139,7 +147,7 @@ def write_defaults_vs_tuned(
             continue
         text = TEXT.format(defaults=f"{d.name} {d.hash[:12]}", tuned=f"{t.name} {t.hash[:12]}")
         frame = frame.assign(tuned_hash=t.hash, defaults_hash=d.hash)
-        by_base[t.name].append((f"{t.name} v{t.version}: paper defaults vs tuned", text, frame))
+        by_base[t.name].append((pair_title(t, tuned), text, frame))
     written, shown = [], []
     for base, sections in sorted(by_base.items()):
         md = "\n".join(

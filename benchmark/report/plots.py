@@ -6,13 +6,16 @@ without looking at pixels.
 
 Sweeps (``dmlbench sweep``) name each derived protocol ``<base>@<key>=<value>``, e.g.
 ``poses@model.embedding_size=16``; the sweep plot is a metric against the swept value, one line
-per method (Kim et al. Fig. 5: performance versus embedding dimension). Lines are black and grey
-with distinct markers and dash patterns, so the figure reads in greyscale too.
+per method (Kim et al. Fig. 5: performance versus embedding dimension). Each method keeps one
+colour (matplotlib's ``tab10``) and marker in every panel, so it reads in greyscale too; the
+untrained baseline is a dashed black line, a floor rather than a competitor. Values are in %, as
+in the tables (label distances ``mld@K`` as they are), and the legend sits outside the panels,
+where it covers no line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +39,9 @@ SWEEP_COLUMNS = [
     "seeds",
     "overridden",
 ]
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-DASHES = ("-", "--", "-.", ":")
-GREYS = ("0.0", "0.35", "0.6")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+COLOURS = "tab10"
+UNTRAINED = "untrained"
 LOWER_IS_BETTER = ("mld@",)
 HIDDEN_METRICS = {"queries", "lone_queries"}
 
@@ -124,51 +127,81 @@ def _numeric(v: Any) -> bool:
 
 
 def draw_sweep(
-    points: pd.DataFrame, protocol: str, key: str, metrics: list[str] | None = None
+    points: pd.DataFrame,
+    protocol: str,
+    key: str,
+    metrics: list[str] | None = None,
+    budget: str | None = None,
 ) -> Figure:
-    """One panel per metric: mean ± std over seeds against the swept value, a line per method."""
+    """One panel per metric: mean ± std over seeds against the swept value, a line per method.
+
+    ``budget`` (e.g. "paper defaults, no search") is added to the title: each point is a
+    board of its own, and the title says which budget its methods had.
+    """
     from matplotlib.figure import Figure
 
     part = points[(points["protocol"] == protocol) & (points["key"] == key)]
     metrics = metrics or sorted(part["metric"].unique(), key=_metric_order)
     cols = min(3, max(1, len(metrics)))
     rows = -(-len(metrics) // cols)
-    fig = Figure(figsize=(4.2 * cols, 3.4 * rows), layout="constrained")
+    fig = Figure(figsize=(4.2 * cols + 1.6, 3.4 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     values = list(dict.fromkeys(part["value"]))
     numeric = all(_numeric(v) for v in values)
     if numeric:
         values = sorted(values)
+    styles = line_styles(sorted(part["method"].unique()))
     for ax, metric in zip(axes, metrics, strict=False):
-        for i, (method, line) in enumerate(part[part["metric"] == metric].groupby("method")):
+        scale = 1.0 if metric.startswith(LOWER_IS_BETTER) else 100.0
+        for method, line in part[part["metric"] == metric].groupby("method"):
             x = line["value"].to_numpy() if numeric else [values.index(v) for v in line["value"]]
             ax.errorbar(
                 x,
-                line["mean"],
-                yerr=line["std"],
+                line["mean"] * scale,
+                yerr=line["std"] * scale,
                 label=method,
                 capsize=3,
-                marker=MARKERS[i % len(MARKERS)],
-                linestyle=DASHES[i % len(DASHES)],
-                color=GREYS[i % len(GREYS)],
                 markerfacecolor="white",
+                **styles[str(method)],
             )
-        if numeric and min(values) > 0 and max(values) / min(values) >= 8:
-            ax.set_xscale("log", base=2)
-        if numeric:
-            ax.set_xticks(values, [str(v) for v in values])
-        else:
-            ax.set_xticks(range(len(values)), [str(v) for v in values])
-        ax.set_xlabel(key)
-        better = "lower" if metric.startswith(LOWER_IS_BETTER) else "higher"
-        ax.set_ylabel(f"{metric} ({better} is better)")
-        ax.grid(True, color="0.85", linewidth=0.6)
+        _sweep_axes(ax, values, numeric, key, metric)
     for ax in axes[len(metrics) :]:
         ax.set_visible(False)
-    axes[0].legend(fontsize="small")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize="small", title="method")
     note = " — runs with overrides, not leaderboard numbers" if part["overridden"].any() else ""
-    fig.suptitle(f"{protocol}: metrics vs {key} (mean ± std over seeds){note}")
+    words = f", {budget}" if budget else ""
+    fig.suptitle(f"{protocol}{words}: metrics vs {key} (mean ± std over seeds){note}")
     return fig
+
+
+def line_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
+    """Colour, marker and line style per method, the same in every panel; the untrained
+    baseline dashed black (``tab10`` has no black), a floor rather than a competitor."""
+    from matplotlib import colormaps
+
+    colours = colormaps[COLOURS].colors  # type: ignore[attr-defined]
+    trained = [m for m in methods if m != UNTRAINED]
+    out: dict[str, dict[str, Any]] = {
+        m: {"color": colours[i % len(colours)], "marker": MARKERS[i % len(MARKERS)], "ls": "-"}
+        for i, m in enumerate(trained)
+    }
+    if UNTRAINED in methods:
+        out[UNTRAINED] = {"color": "black", "marker": "x", "ls": "--"}
+    return out
+
+
+def _sweep_axes(ax: Any, values: list[Any], numeric: bool, key: str, metric: str) -> None:
+    """Ticks at the swept values (log 2 for a wide numeric range), labels with the unit."""
+    if numeric and min(values) > 0 and max(values) / min(values) >= 8:
+        ax.set_xscale("log", base=2)
+    positions = values if numeric else list(range(len(values)))
+    ax.set_xticks(positions, [str(v) for v in values])
+    ax.set_xlabel(key)
+    better = "lower" if metric.startswith(LOWER_IS_BETTER) else "higher"
+    unit = "label distance" if metric.startswith(LOWER_IS_BETTER) else "%"
+    ax.set_ylabel(f"{metric} ({unit}, {better} is better)")
+    ax.grid(True, color="0.85", linewidth=0.6)
 
 
 def _metric_order(metric: str) -> tuple[int, float, str]:
@@ -180,13 +213,19 @@ def _metric_order(metric: str) -> tuple[int, float, str]:
 
 
 def write_sweep_plots(
-    points: pd.DataFrame, out_dir: Path, metrics: list[str] | None = None
+    points: pd.DataFrame,
+    out_dir: Path,
+    metrics: list[str] | None = None,
+    budgets: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """``sweep-<protocol>-<key>.png`` and ``.svg`` per swept (protocol, key); the PNG paths."""
+    """``sweep-<protocol>-<key>.png`` and ``.svg`` per swept (protocol, key); the PNG paths.
+
+    ``budgets``: the budget in words per base protocol, for the titles.
+    """
     written = []
     pairs = points[["protocol", "key"]].drop_duplicates().itertuples(index=False)
     for protocol, key in pairs:
-        fig = draw_sweep(points, protocol, key, metrics)
+        fig = draw_sweep(points, protocol, key, metrics, (budgets or {}).get(protocol))
         out_dir.mkdir(parents=True, exist_ok=True)
         png, svg = (out_dir / f"sweep-{protocol}-{key}.{ext}" for ext in ("png", "svg"))
         fig.savefig(png, dpi=120)

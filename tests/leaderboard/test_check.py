@@ -542,3 +542,26 @@ def test_report_of_the_committed_leaderboard(
         assert (committed / md.name).read_text(encoding="utf-8") == md.read_text(
             encoding="utf-8"
         ), f"reports/leaderboard/{md.name} is stale: dmlbench check --update regenerates it"
+
+
+def test_every_method_left_off_a_board_is_named_under_it() -> None:
+    """A reader never takes a missing method for a bad one: under each board, every registered
+    method of its label kind that is not on it is named with the reason."""
+    from dmlbench.data import DATASETS
+    from dmlbench.methods import METHODS
+
+    notes = check_update.board_notes()
+    for n in check.LEADERBOARD:
+        protocol = check.leaderboard_protocol(n)
+        kind = DATASETS.get(protocol.data.dataset).label_kind
+        text = " ".join(notes[protocol.name])
+        on = set(check.board_methods(n))
+        for m in METHODS.list():
+            named = f" {m} (" in f" {text}" or f"({m}," in text or f" {m}," in text
+            named = named or f" {m})" in text
+            if METHODS.get(m).label_kind == kind and m not in on:
+                assert named, (n, m)
+            elif m in on:
+                assert not named, (n, m)
+    assert "dreml" in " ".join(notes["glyphs-mini"])
+    assert "dreml" not in " ".join(notes["glyphs-mini@defaults"])

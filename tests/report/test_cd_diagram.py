@@ -86,3 +86,16 @@ def test_write_cd_diagram_with_one_seed_says_so(tmp_path: Path) -> None:
     assert "1 seed: no significance can be claimed" in svg
     empty = pd.DataFrame(columns=["method", "seed", "recall@1"])
     assert write_cd_diagram(empty, "recall@1", tmp_path / "none", "board") == []
+
+
+def test_rank_labels_of_twenty_methods_do_not_run_together() -> None:
+    """Every rank labelled up to 12 methods; beyond, every 2nd (1, 2, 4, …, 20)."""
+    from dmlbench.report.cd_diagram import draw_cd_diagram
+
+    def rank_labels(k: int) -> list[str]:
+        means = {f"m{i:02d}": 0.9 - 0.01 * i for i in range(k)}
+        [ax] = draw_cd_diagram(cd_data(board(means, seeds=1), "recall@1"), "t").axes
+        return [t.get_text() for t in ax.texts if t.get_text().isdigit()]
+
+    assert rank_labels(5) == ["1", "2", "3", "4", "5"]
+    assert rank_labels(20) == ["1", *(str(t) for t in range(2, 21, 2))]

@@ -47,14 +47,19 @@ def test_means_ranks_and_rank_change() -> None:
 
 
 def test_files_written_and_indexed(tmp_path: Path) -> None:
-    written = build_reports(boards(), tmp_path)
+    records = boards()
+    for r in records:  # the tuned board's selections say what its search spent
+        if r.protocol.name == "glyphs-mini" and r.method != "untrained":
+            r.search = {"trials": 8, "trial": 3, "metric": "recall@1", "value": 0.7, "epochs": 2}
+    written = build_reports(records, tmp_path)
     md, csv_path = (
         tmp_path / "glyphs-mini-defaults-vs-tuned.md",
         tmp_path / "glyphs-mini-defaults-vs-tuned.csv",
     )
     assert md in written and csv_path in written
     text = md.read_text(encoding="utf-8")
-    assert "glyphs-mini v1: paper defaults vs tuned" in text
+    title = "glyphs-mini v1: paper defaults (no search) vs tuned (8-trial search per method)"
+    assert f"## {title}\n" in text
     row = next(line for line in text.splitlines() if line.startswith("| a "))
     assert [c.strip() for c in row.split("|")[2:-1]] == [
         "60.0", "1", "81.0", "2", "+21.0", "3", "1", "+2",
@@ -63,7 +68,8 @@ def test_files_written_and_indexed(tmp_path: Path) -> None:
         rows = {r["method"]: r for r in csv.DictReader(fh)}
     assert float(rows["a"]["difference"]) == pytest.approx(0.21)
     assert rows["d"]["tuned_mean"] == "" and rows["a"]["tuned_hash"] == "t" * 64
-    assert "paper defaults vs tuned" in (tmp_path / "index.html").read_text(encoding="utf-8")
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "paper defaults (no search) vs tuned (8-trial search per method)" in index
 
 
 def test_only_boards_on_the_same_data_and_version_are_paired(tmp_path: Path) -> None:

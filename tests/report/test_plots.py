@@ -22,7 +22,7 @@ def record(
         data_fingerprint="fp",
         method=method,
         seed=seed,
-        stage=stage,  # type: ignore[arg-type]
+        stage=stage,
         metrics=metrics,
         timings=Timings(wall_seconds=1.0),
     )
@@ -97,7 +97,7 @@ def test_no_sweep_records_gives_an_empty_frame() -> None:
     assert df.empty and "mean" in df.columns
 
 
-def test_draw_and_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_draw_and_write(tmp_path) -> None:
     df = sweep_points(sweep_records())
     fig = draw_sweep(df, "poses", "model.embedding_size")
     axes = [ax for ax in fig.axes if ax.get_visible()]
@@ -111,11 +111,34 @@ def test_draw_and_write(tmp_path) -> None:  # type: ignore[no-untyped-def]
         line.get_marker() for line in ax.get_lines() if line.get_marker() not in ("", "None")
     }
     assert len(markers) >= 2  # methods differ by marker, not only by colour
-    assert "overrides" not in fig._suptitle.get_text()  # type: ignore[union-attr]
+    assert "overrides" not in fig._suptitle.get_text()
     flagged = df.assign(overridden=True)
-    title = draw_sweep(flagged, "poses", "model.embedding_size")._suptitle.get_text()  # type: ignore[union-attr]
+    title = draw_sweep(flagged, "poses", "model.embedding_size")._suptitle.get_text()
     assert "overrides" in title
     paths = write_sweep_plots(df, tmp_path)
     assert [p.name for p in paths] == ["sweep-poses-model.embedding_size.png"]
     assert paths[0].stat().st_size > 1000
     assert (tmp_path / "sweep-poses-model.embedding_size.svg").read_text().startswith("<?xml")
+
+
+def test_sweep_plot_in_percent_with_distinct_colours_and_an_outside_legend() -> None:
+    """Values in % as in the tables (label distances as they are); one colour per method,
+    the untrained row dashed black; the legend outside the panels, covering no line; the
+    budget in the title."""
+    untrained = [
+        record(f"poses@model.embedding_size={dim}", "untrained", 0, {"ndcg@10": 0.5, "mld@1": 2.0})
+        for dim in (16, 32, 128)
+    ]
+    df = sweep_points([*sweep_records(), *untrained])
+    fig = draw_sweep(df, "poses", "model.embedding_size", budget="paper defaults, no search")
+    ndcg, mld = (ax for ax in fig.axes if ax.get_visible())
+    lines = {c.get_label(): c.lines[0] for c in ndcg.containers}  # one per method
+    assert list(lines["log-ratio"].get_ydata()) == pytest.approx([70.0, 75.0, 80.0])
+    assert "%" in ndcg.get_ylabel() and "%" not in mld.get_ylabel()
+    [floor] = [c.lines[0] for c in mld.containers if c.get_label() == "untrained"]
+    assert list(floor.get_ydata()) == pytest.approx([2.0, 2.0, 2.0])
+    assert lines["untrained"].get_linestyle() == "--" and lines["untrained"].get_color() == "black"
+    colours = {str(line.get_color()) for line in lines.values()}
+    assert len(colours) == len(lines) == 3
+    assert ndcg.get_legend() is None and len(fig.legends) == 1
+    assert "paper defaults, no search" in fig._suptitle.get_text()
