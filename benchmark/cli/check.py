@@ -32,6 +32,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     progress = not args.no_progress and jobs == 1
     if args.update_sweeps:
         return _update_sweeps(args, lb_dir, jobs)
+    if args.render:
+        return _render(lb_dir, Path(args.reports_dir))
     if args.update:
         from dmlbench.leaderboard.update import default_work_dir, update_leaderboard
 
@@ -90,6 +92,18 @@ def _update_sweeps(args: argparse.Namespace, lb_dir: Path, jobs: int) -> int:
         f"written: {lb_dir.parent / 'sweeps'} and {reports.parent / 'sweeps'} "
         f"(total wall time {wall // 60:.0f} min {wall % 60:04.1f} s)"
     )
+    return 0
+
+
+def _render(lb_dir: Path, reports: Path) -> int:
+    """``--render``: the sweeps' and the leaderboard's reports from the committed records."""
+    from dmlbench.leaderboard.sweeps import write_sweep_reports
+    from dmlbench.leaderboard.update import write_report
+
+    sweeps = lb_dir.parent / "sweeps"
+    written = write_sweep_reports(sweeps, reports.parent / "sweeps") if sweeps.is_dir() else []
+    written += write_report(lb_dir, reports)
+    print(f"written: {len(written)} report files from the committed records (no run)")
     return 0
 
 
@@ -156,6 +170,12 @@ def add_parser(subparsers: Any) -> None:
         help="regenerate instead of checking: run each tuned method's search and every "
         f"board's seeds, write every seed's records, the search trials, {TOLERANCES} and the "
         "report (slow: about an hour on 2 cores, 5-6 times the check; resumable from --work-dir)",
+    )
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="rewrite the leaderboard's and the sweeps' reports from the committed records, "
+        "without running anything (after a change of the report code)",
     )
     p.add_argument(
         "--update-sweeps",

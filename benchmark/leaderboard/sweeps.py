@@ -105,7 +105,6 @@ def update_sweeps(
     """Run every sweep's tasks in ``work`` (resumable), then replace ``results_dir`` with
     their final records and write the report into ``reports_dir``; the written paths."""
     from dmlbench.records import load_records, save_record
-    from dmlbench.report.build import build_reports
 
     tasks = sweep_tasks(sweeps)
     done: list[Task] = []
@@ -133,7 +132,18 @@ def update_sweeps(
 
         path = record_path(results_dir, r.protocol.name, r.protocol.hash, r.method, r.seed)
         save_record(r.model_copy(update={"command": COMMAND}), path)
+    return write_sweep_reports(results_dir, reports_dir)
+
+
+def write_sweep_reports(results_dir: Path, reports_dir: Path) -> list[Path]:
+    """The sweeps' report and plots from the records in ``results_dir`` (no run), replacing
+    ``reports_dir``'s files: the end of ``--update-sweeps``, and ``dmlbench check --render``
+    after a change of the report code."""
+    from dmlbench.records import load_records
+    from dmlbench.report.build import build_reports
+
+    records, _ = load_records(results_dir)
     for stale in reports_dir.glob("*") if reports_dir.is_dir() else []:
         if stale.is_file():
             stale.unlink()
-    return build_reports(keep, reports_dir)
+    return build_reports(records, reports_dir)

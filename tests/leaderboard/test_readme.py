@@ -20,7 +20,7 @@ def test_readme_shows_the_committed_tuned_board() -> None:
     expected = readme.excerpt(report, link="reports/leaderboard/index.html")
     shown = readme.block(REPO / "README.md")
     assert shown == expected, "README board is stale: python -m dmlbench.leaderboard.readme"
-    assert "Tuned board, glyphs-mini" in shown and "over 5 seeds" in shown
+    assert "glyphs-mini v3, tuned: 8-trial search" in shown and "over 5 seeds" in shown
     assert shown.count("\n|") == 2 + readme.ROWS
     assert (
         "Stability over seeds" in shown
@@ -39,7 +39,7 @@ def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     assert readme.main(["--readme", str(page), "--reports-dir", str(REPORTS)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# title\n\n") and text.endswith("\n\nrest\n")
-    assert "STALE BLOCK" not in readme.block(page) and "Tuned board" in readme.block(page)
+    assert "STALE BLOCK" not in readme.block(page) and ", tuned: " in readme.block(page)
 
 
 def test_bad_input_is_one_line_and_exit_2(
