@@ -86,9 +86,16 @@ def test_learnable_loss_parameters_move_under_cub200(name: str) -> None:
         assert _moved(kind, value), f"{name}.{param}: {kind} {value:.4f} after cub200's steps"
 
 
+# Parameters that already move at the backbone's rate, so the × 1 run cannot show the measure
+# failing for them (their multiplier is their paper's, not what makes them move here):
+# measured, soft-triple's centres end at cosine 0.954 with their start at × 1 (its 10 centres
+# per class start with rows of norm about 0.6, so lr-sized Adam steps already turn them).
+MOVE_AT_BACKBONE_RATE = {"soft-triple"}
+
+
 @pytest.mark.slow
 @pytest.mark.heavy
-@pytest.mark.parametrize("name", LEARNABLE)
+@pytest.mark.parametrize("name", [m for m in LEARNABLE if m not in MOVE_AT_BACKBONE_RATE])
 def test_the_check_fails_at_the_backbone_rate(name: str) -> None:
     """The measure can fail: at × 1 (the defaults before 0.2) the same parameters stay put, so
     the movement the test above sees comes from each method's multiplier."""
