@@ -22,6 +22,10 @@ from dmlbench.protocol import Protocol
 
 # The texts torch and the C allocator use for an allocation that failed (CPU and CUDA).
 OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+# oneDNN (CPU convolutions) says only this when its working memory cannot be allocated: seen
+# under an address-space limit, where the same batch failed in torch's allocator on another
+# run. It can have other causes, so the one line quotes it.
+ONEDNN_TEXT = "could not create a primitive"
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -29,7 +33,8 @@ def is_out_of_memory(err: BaseException) -> bool:
     ``RuntimeError`` from the CPU allocator, numpy's ``MemoryError``)."""
     if isinstance(err, torch.OutOfMemoryError | MemoryError):
         return True
-    return isinstance(err, RuntimeError) and any(t in str(err).lower() for t in OOM_TEXTS)
+    texts = (*OOM_TEXTS, ONEDNN_TEXT)
+    return isinstance(err, RuntimeError) and any(t in str(err).lower() for t in texts)
 
 
 def out_of_memory_message(protocol: Protocol, batch_size: int, device: torch.device) -> str:
@@ -63,7 +68,10 @@ def check_one_batch(
         loss.backward()
     except Exception as err:
         if is_out_of_memory(err):
-            raise DmlbenchError(out_of_memory_message(protocol, len(indices), device)) from None
+            line = out_of_memory_message(protocol, len(indices), device)
+            if ONEDNN_TEXT in str(err).lower():
+                line += f" (oneDNN: {ONEDNN_TEXT}, its word for a failed allocation)"
+            raise DmlbenchError(line) from None
         raise
     finally:
         if device.type == "cuda":

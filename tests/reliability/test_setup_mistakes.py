@@ -156,4 +156,5 @@ def test_out_of_memory_is_recognised_on_cpu_and_cuda() -> None:
     assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
     assert is_out_of_memory(MemoryError())
+    assert is_out_of_memory(RuntimeError("could not create a primitive"))  # oneDNN's word
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
