@@ -44,7 +44,13 @@ from typing import Any
 from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard.boards import TUNED, Board, boards
 from dmlbench.leaderboard.tasks import UNTRAINED, Task, run_tasks
-from dmlbench.leaderboard.tolerances import TOLERANCES, Spread, Tolerances, load_tolerances
+from dmlbench.leaderboard.tolerances import (
+    TOLERANCES,
+    K,
+    Spread,
+    Tolerances,
+    load_tolerances,
+)
 from dmlbench.records import Record, cpu_name, load_records
 
 LEADERBOARD: dict[str, Board] = boards(("glyphs-mini", "glyphs-mini"), ("poses-mini", "poses-mini"))
@@ -259,7 +265,7 @@ def run_check(
         tolerances = _seed_noise(tolerances)
         print(
             f"note: the leaderboard was made on another CPU model ({made_on}); re-runs here are "
-            "not bit-identical, so each tolerance is 3 x the seed spread, uncapped (--strict: "
+            f"not bit-identical, so each tolerance is {K:g} x the seed spread, uncapped (--strict: "
             "the capped ones; dmlbench check --update here: exact ones)",
             file=sys.stderr,
         )

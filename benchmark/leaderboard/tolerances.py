@@ -76,8 +76,7 @@ class Spread(_Strict):
         """The tolerance without the cap, ``k · max(std, typical std)``: what ``dmlbench check``
         uses on another CPU model than the leaderboard's, where a re-run is not bit-identical
         and drifts by seed-like noise (:func:`dmlbench.leaderboard.check.other_cpu`)."""
-        wide = max(self.std, self.typical_std)
-        return self.model_copy(update={"tolerance": k * wide if wide > 0 else floor})
+        return self.with_typical(self.typical_std, None, k, floor)
 
 
 def cap_for(metric: str, cap: float = CAP) -> float | None:
