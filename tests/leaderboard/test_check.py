@@ -472,6 +472,9 @@ def test_an_injected_two_point_drop_fails_the_check(
     Recall@1 (or nDCG@10) raised by 2 points (as if today's code had lost them) fails, named,
     and on the board's CPU model nothing else moves (a tuned entry is re-run with its committed
     selection, no search). ``--strict``: the capped tolerances on any CPU model."""
+    tol = tolerances.load_tolerances(LEADERBOARD_DIR)
+    if tol is not None and (made_on := check.other_cpu(tol)):
+        pytest.skip(f"the board was made on another CPU model ({made_on}): not bit-identical")
     board = tmp_path / "leaderboard"
     shutil.copytree(LEADERBOARD_DIR, board)
     path = committed_record(board, method, name)
@@ -484,9 +487,7 @@ def test_an_injected_two_point_drop_fails_the_check(
     assert main([*argv, "--board", kind, "--method", method, "--jobs", "1"]) == 1
     [verdict] = [line for line in capsys.readouterr().out.splitlines() if "FAILED" in line]
     assert f"{name}/{method} {metric}" in verdict
-    tol = tolerances.load_tolerances(board)
-    if tol is not None and check.other_cpu(tol) is None:  # bit-identical: nothing else moves
-        assert " 1 of " in verdict
+    assert " 1 of " in verdict  # bit-identical: nothing else moves
 
 
 MARGIN_SCALE = 1.25  # contrastive's margin as a bug in its build_loss would scale it
