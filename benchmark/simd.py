@@ -1,24 +1,35 @@
-"""One SIMD level for the numeric kernels, so that records replay across more x86-64 machines.
+"""One numeric code path for every x86-64 machine, so that records replay across CPU vendors.
 
-Why this exists: oneDNN (PyTorch's CPU convolutions), ATen's vectorised kernels and faiss each
-pick their kernels from the CPU they run on, and AVX-512 kernels accumulate in a different
-order from AVX2 ones. The same seed then rounds differently from the first convolution on, and
-a few hundred steps later it is a different network: a seed-0 replay of the committed
-glyphs-mini board, made on AVX2 machines, moved contrastive's Recall@1 by 1.7 points on an
-AVX-512 machine (beyond ``dmlbench check``'s 1.5-point tolerance) and the untrained row's NMI
-by 0.1 (faiss's k-means). Capping oneDNN at AVX2 made the training on that machine
-bit-identical, and capping faiss made the NMI so. Every x86-64 CPU of the last decade has
-AVX2, so the cap is the level all of them share; the cost is the speed AVX-512 would have added.
+Why this exists: oneDNN (PyTorch's CPU convolutions), ATen's vectorised kernels, faiss and MKL
+(torch's CPU BLAS: linear layers and every loss's matrix products) each pick their kernels from
+the CPU they run on, and kernels of another instruction set or vendor accumulate in another
+order. The same seed then rounds differently from the first step on, and a few hundred steps
+later it is a different network: a replay moves a method's Recall@1 by up to 2 points.
 
-The cap is not enough on every CPU model: on an Intel Xeon (AVX-512, capped) a replay of the
-board made on an AMD EPYC still differs (the tuned contrastive entry by 1.8 Recall@1 points,
-the defaults entries by under 0.1); the cause was not isolated. ``dmlbench check`` therefore
-compares the CPU model with the leaderboard's (:func:`dmlbench.leaderboard.check.other_cpu`).
+What :func:`pin` sets, and what each one fixed (measured by replaying one board entry):
+
+- ``ONEDNN_MAX_CPU_ISA=AVX2``, ``ATEN_CPU_CAPABILITY=avx2``, ``FAISS_SIMD_LEVEL=AVX2``: an
+  AVX-512 machine's uncapped replay of a board made on AVX2 machines moved contrastive's
+  Recall@1 by 1.7 points; capped, it was bit-identical. Every x86-64 CPU of the last decade has
+  AVX2, so the cap is the level all of them share.
+- ``MKL_CBWR=COMPATIBLE,STRICT``: MKL dispatches by vendor as well as by instruction set, and
+  the cap above does not reach it. On an AMD EPYC, MKL ignores a request for its AVX2 branch
+  (``mkl_cbwr_get`` reports AUTO, the vendor's own path), so the only Conditional Numerical
+  Reproducibility branch both vendors take is COMPATIBLE; STRICT makes it independent of
+  memory alignment too. Without it, boards made on an Intel Xeon replayed on an AMD EPYC 27 of
+  529 metrics apart (up to 1.8 points), with the other three variables in force.
+  Cost on an AMD EPYC (2 cores, one thread, glyphs-mini): ``reports/perf/simd.md``.
+
+Numbers do not depend on numpy's or faiss's OpenBLAS kernel choice (``OPENBLAS_CORETYPE``):
+evaluation re-ranks every near-tie in float64 (:func:`dmlbench.metrics.retrieval.knn`), and a
+replay under the Haswell, SandyBridge and Prescott kernels gave identical metrics.
 
 :func:`pin` runs when the package is imported, before torch or faiss is, and only on x86-64
-Linux machines with AVX2 (elsewhere the variables would name a level the CPU lacks). It sets
-each variable only when it is unset, so a user's own value wins, and ``DMLBENCH_NATIVE_SIMD=1``
-leaves all of them alone. Records carry the level that was in force (``env.simd``).
+Linux machines with AVX2 (elsewhere the variables would name a level the CPU lacks: there
+``dmlbench check`` tolerates seed noise instead, :func:`dmlbench.leaderboard.check.other_cpu`).
+It sets each variable only when it is unset, so a user's own value wins, and
+``DMLBENCH_NATIVE_SIMD=1`` leaves all of them alone. Records carry the levels in force
+(``env.simd``).
 """
 
 from __future__ import annotations
@@ -27,12 +38,31 @@ import os
 import platform
 from pathlib import Path
 
-#: variable -> AVX2 value: oneDNN's ISA cap, ATen's dispatch level, faiss's dynamic dispatch.
+#: variable -> value: oneDNN's ISA cap, ATen's dispatch level, faiss's dynamic dispatch, and
+#: MKL's reproducibility branch.
 PORTABLE_LEVEL = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "ATEN_CPU_CAPABILITY": "avx2",
     "FAISS_SIMD_LEVEL": "AVX2",
+    "MKL_CBWR": "COMPATIBLE,STRICT",
 }
+#: MKL's ``mkl_cbwr_get`` branch codes (mkl_cbwr.h) and its STRICT bit.
+_MKL_BRANCHES = {
+    1: "off",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    6: "SSSE3",
+    7: "SSE4_1",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    11: "AVX512_MIC",
+    12: "AVX512",
+    13: "AVX512_MIC_E1",
+    14: "AVX512_E1",
+}
+_MKL_STRICT = 0x10000
 OPT_OUT = "DMLBENCH_NATIVE_SIMD"
 
 
@@ -67,6 +97,27 @@ def pin(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
     return set_now
 
 
+def mkl_branch() -> str | None:
+    """MKL's reproducibility branch in force, as MKL itself reports it (None without MKL).
+
+    torch links MKL statically and exports its service functions; asking MKL rather than
+    reading ``MKL_CBWR`` shows a request MKL did not honour (AVX2 on an AMD CPU reads AUTO).
+    """
+    import ctypes
+
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return None
+    try:
+        lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+        code = int(lib.mkl_serv_cbwr_get(-1))  # MKL_CBWR_ALL: the branch and the STRICT bit
+    except (OSError, AttributeError):  # another platform's library name, or no such symbol
+        return None
+    name = _MKL_BRANCHES.get(code & ~_MKL_STRICT, str(code & ~_MKL_STRICT))
+    return f"{name},STRICT" if code & _MKL_STRICT else name
+
+
 def in_force() -> dict[str, str | None]:
     """The level each library uses in this process, for the record (``env.simd``)."""
     import torch
@@ -74,6 +125,7 @@ def in_force() -> dict[str, str | None]:
     levels: dict[str, str | None] = {
         "torch": torch.backends.cpu.get_cpu_capability(),
         "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
+        "mkl": mkl_branch(),
     }
     try:
         import faiss
@@ -90,5 +142,6 @@ def describe() -> str:
     offers = "AVX-512" if _has_flag("avx512f") else "AVX2" if _has_flag("avx2") else "no AVX2"
     return (
         f"kernels at {levels['torch']} (torch), {levels['faiss']} (faiss), oneDNN capped at "
-        f"{levels['onednn_max_isa'] or 'nothing'}; the CPU offers {offers}"
+        f"{levels['onednn_max_isa'] or 'nothing'}, MKL branch {levels['mkl']}; the CPU offers "
+        f"{offers}"
     )

@@ -36,7 +36,11 @@ def test_pin_sets_every_unset_variable_and_keeps_the_users(
 ) -> None:
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")
     set_now = simd.pin(cpuinfo(tmp_path, AVX2_CPU))
-    assert set_now == {"ATEN_CPU_CAPABILITY": "avx2", "FAISS_SIMD_LEVEL": "AVX2"}
+    assert set_now == {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "FAISS_SIMD_LEVEL": "AVX2",
+        "MKL_CBWR": "COMPATIBLE,STRICT",
+    }
     assert os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX512_CORE"
     assert os.environ["FAISS_SIMD_LEVEL"] == "AVX2"
 
@@ -72,11 +76,28 @@ def test_the_cap_is_in_force_in_a_fresh_process() -> None:
         pytest.skip("no AVX2 on x86-64 Linux here: the cap does not apply")
     assert '"torch": "AVX2"' in out and '"faiss": "AVX2"' in out, out
     assert '"onednn_max_isa": "AVX2"' in out, out
+    assert '"mkl": "COMPATIBLE,STRICT"' in out, out  # as MKL itself reports it
+
+
+def test_mkl_reports_the_branch_it_took_not_the_one_asked_for() -> None:
+    """MKL's own answer is recorded: an unset variable reads "off" (no reproducibility mode),
+    and the portable setting reads back as set."""
+    code = "import dmlbench; from dmlbench.simd import mkl_branch; print(mkl_branch())"
+    env = {k: v for k, v in os.environ.items() if k not in simd.PORTABLE_LEVEL}
+    answers = {}
+    for value in ("", "COMPATIBLE,STRICT"):
+        run_env = {**env, simd.OPT_OUT: "1"} if not value else {**env, "MKL_CBWR": value}
+        answers[value] = subprocess.run(
+            [sys.executable, "-c", code], env=run_env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    if answers[""] == "None":
+        pytest.skip("this torch has no MKL")
+    assert answers == {"": "off", "COMPATIBLE,STRICT": "COMPATIBLE,STRICT"}
 
 
 def test_records_carry_the_level_in_force() -> None:
     from dmlbench.records import environment
 
     env = environment("cpu")
-    assert set(env["simd"]) == {"torch", "onednn_max_isa", "faiss"}
+    assert set(env["simd"]) == {"torch", "onednn_max_isa", "mkl", "faiss"}
     assert env["simd"]["torch"]

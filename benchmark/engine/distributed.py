@@ -48,8 +48,12 @@ class DistInfo:
         return self.rank == 0
 
 
-def init_from_env(backend: str | None = None) -> DistInfo:
-    """Start the process group from torchrun's environment; single process when absent."""
+def init_from_env(backend: str | None = None, init_method: str | None = None) -> DistInfo:
+    """Start the process group from torchrun's environment; single process when absent.
+
+    ``init_method`` (e.g. ``file:///tmp/rendezvous``) replaces torchrun's ``MASTER_ADDR`` and
+    ``MASTER_PORT``: a file rendezvous needs no free port, so nothing can take it first.
+    """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return DistInfo()
@@ -59,7 +63,9 @@ def init_from_env(backend: str | None = None) -> DistInfo:
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, rank=rank, world_size=world_size)
+        dist.init_process_group(
+            backend=backend, init_method=init_method, rank=rank, world_size=world_size
+        )
     return DistInfo(rank, world_size, local_rank)
 
 
@@ -73,7 +79,15 @@ def current() -> DistInfo:
 
 
 def cleanup() -> None:
+    """Leave the process group together: every rank waits for the others before tearing down.
+
+    Without the barrier a rank that finishes first destroys its gloo pairs while the other
+    still reads from them, and gloo's I/O thread ends the process with ``std::terminate``
+    ("terminate called without an active exception", SIGABRT). Callers drop every object that
+    holds the group (a ``DistributedDataParallel`` wrapper) before calling this.
+    """
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -1,4 +1,4 @@
-"""DDP pieces on CPU: 2 processes on gloo (spawned, a free port on 127.0.0.1).
+"""DDP pieces on CPU: 2 processes on gloo (spawned, a file rendezvous: no port to race for).
 
 Checks, inside the spawned ranks: the distributed P×K sampler gives every rank disjoint,
 class-balanced shards whose union is the single-process batch, for two epochs; gathered
@@ -9,7 +9,7 @@ gathered batch gives the single-process gradient of the whole global batch.
 from __future__ import annotations
 
 import os
-import socket
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,27 +25,15 @@ LABELS = np.repeat(np.arange(10), 6)  # 10 classes × 6 images
 BATCH, K, SEED = 8, 2, 7
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def loss_fn(emb: torch.Tensor) -> torch.Tensor:
     """A non-linear loss coupling all rows (pairwise similarities), like the DML losses."""
     sim = emb @ emb.t()
     return torch.logsumexp(sim, dim=1).mean() + (emb**3).sum() / emb.shape[0]
 
 
-def _rank_main(rank: int, port: int, out: str) -> None:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(WORLD),
-        LOCAL_RANK=str(rank),
-    )
-    info = distributed.init_from_env("gloo")
+def _rank_main(rank: int, rendezvous: str, out: str) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank))
+    info = distributed.init_from_env("gloo", init_method=f"file://{rendezvous}")
     assert (info.rank, info.world_size, distributed.current().rank) == (rank, WORLD, rank)
     try:
         sampler = distributed.DistributedClassBalancedSampler(LABELS, BATCH, K, SEED, rank, WORLD)
@@ -64,6 +52,7 @@ def _rank_main(rank: int, port: int, out: str) -> None:
         emb = distributed.all_gather_with_grad(local)
         labels = distributed.all_gather_tensor(torch.arange(4) + 10 * rank)
         loss_fn(emb).backward()
+        del ddp  # holds the process group: released before the group is destroyed
         if rank == 0:
             torch.save(
                 {
@@ -81,8 +70,9 @@ def _rank_main(rank: int, port: int, out: str) -> None:
 
 @pytest.fixture(scope="module")
 def ranks_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    out = tmp_path_factory.mktemp("ddp") / "rank0.pt"
-    mp.spawn(_rank_main, args=(free_port(), str(out)), nprocs=WORLD, join=True)
+    folder: Path = tmp_path_factory.mktemp("ddp")
+    out, rendezvous = folder / "rank0.pt", folder / "rendezvous"
+    mp.spawn(_rank_main, args=(str(rendezvous), str(out)), nprocs=WORLD, join=True)
     return torch.load(out, weights_only=False)  # type: ignore[no-any-return]
 
 
