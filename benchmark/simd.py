@@ -26,7 +26,7 @@ replay under the Haswell, SandyBridge and Prescott kernels gave identical metric
 
 :func:`pin` runs when the package is imported, before torch or faiss is, and only on x86-64
 Linux machines with AVX2 (elsewhere the variables would name a level the CPU lacks: there
-``dmlbench check`` tolerates seed noise instead, :func:`dmlbench.leaderboard.check.other_cpu`).
+``dmlbench check`` tolerates seed noise instead: :func:`dmlbench.leaderboard.check.off_path`).
 It sets each variable only when it is unset, so a user's own value wins, and
 ``DMLBENCH_NATIVE_SIMD=1`` leaves all of them alone. Records carry the levels in force
 (``env.simd``).

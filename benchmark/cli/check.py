@@ -160,9 +160,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="keep the capped tolerances on another CPU model than the leaderboard's (by "
-        "default they widen there to 3 x the seed spread, since re-runs on another CPU model "
-        "drift by seed-like noise)",
+        help="keep the capped tolerances off the portable numeric path too (x86-64 Linux "
+        "with AVX2 replays the boards bit for bit on any CPU model; elsewhere the tolerances "
+        "widen to 3 x the seed spread by default, since re-runs there drift by seed-like "
+        "noise)",
     )
     p.add_argument(
         "--update",

@@ -11,15 +11,15 @@ results/leaderboard --reports-dir reports/leaderboard`` renders them.
 ``dmlbench check`` re-runs seed 0 of every entry of both boards in a temporary folder (the
 tuned board with its committed selections, no search: :attr:`~dmlbench.run.RunOptions.selections`),
 prints a diff table and exits 1 when a metric moved more than its tolerance. Every run uses
-one torch thread (:mod:`dmlbench.leaderboard.tasks` says why), so on the CPU model the
-leaderboard was made on a re-run reproduces the committed numbers bit for bit, and a tolerance
-only matters when the code or a library changed. The tolerances
-(:mod:`dmlbench.leaderboard.tolerances`) are the seed-to-seed spread, capped so that a change
-costing any method 2 Recall@1 points (or 0.02 nDCG@10) fails; on another CPU model, where
-re-runs drift by seed-like noise, the check uses the spread uncapped and says so
-(:func:`other_cpu`). It refuses (exit 2) when the shipped protocol's hash or the data fingerprint
-no longer matches the committed leaderboard: that change needs a regenerated leaderboard, not
-a tolerance.
+one torch thread (:mod:`dmlbench.leaderboard.tasks` says why), and every x86-64 machine takes
+the same numeric path (:mod:`dmlbench.simd`), so a re-run reproduces the committed numbers bit
+for bit on any CPU model, and a tolerance only matters when the code or a library changed.
+The tolerances (:mod:`dmlbench.leaderboard.tolerances`) are the seed-to-seed spread, capped so
+that a change costing any method 2 Recall@1 points (or 0.02 nDCG@10) fails; off that path
+(another architecture), where re-runs drift by seed-like noise, the check uses the spread
+uncapped and says so (:func:`off_path`). It refuses (exit 2) when the shipped protocol's hash
+or the data fingerprint no longer matches the committed leaderboard: that change needs a
+regenerated leaderboard, not a tolerance.
 
 Cost: DREML with the paper's 12 learners costs 12 networks per step, alone a large share of
 CI's budget, so the defaults board runs it with ``LEADERBOARD_HPARAMS`` (2 learners, the
@@ -34,6 +34,7 @@ hyper-parameters, with a warning.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -185,20 +186,28 @@ def verify(
             )
 
 
-def other_cpu(tolerances: Tolerances) -> str | None:
-    """The leaderboard's CPU model when this machine has another one, else None.
+def off_path(tolerances: Tolerances) -> str | None:
+    """Why a re-run here cannot be bit-identical to the leaderboard, or None where it can.
 
-    A re-run at one thread is bit-identical on the CPU model the leaderboard was made on.
-    Across models it is not, even with the SIMD level pinned (:mod:`dmlbench.simd`): the
-    glyphs-mini tuned board, made on an AMD EPYC, replayed seed 0 of contrastive 1.8 Recall@1
-    points lower on an Intel Xeon, and the small differences of its defaults entries (under 0.1
-    point) show that training turns last-bit differences into seed-like noise. On another model
-    the check therefore tolerates seed noise (:meth:`Spread.seed_noise`), says so, and can
-    catch a 2-point change only where the seed spread is below 2/3 point; ``--strict`` keeps
-    the capped tolerances, and ``dmlbench check --update`` on this machine makes them exact.
+    Under the portable setting of :mod:`dmlbench.simd` (x86-64 Linux with AVX2, every variable
+    at its portable value) a re-run at one thread reproduces the committed records on any
+    CPU model, whichever vendor made the board. Elsewhere (another architecture, the opt-out,
+    a user's own kernel level) training turns last-bit differences into seed-like noise, so
+    the check tolerates that noise (:meth:`Spread.seed_noise`), says so, and can catch a
+    2-point change only where the seed spread is below 2/3 point; ``--strict`` keeps the
+    capped tolerances.
     """
-    made_on = str(tolerances.machine.get("processor", ""))
-    return made_on if made_on and made_on != cpu_name() else None
+    from dmlbench import simd
+
+    made_on, here = str(tolerances.machine.get("processor", "an unrecorded CPU")), cpu_name()
+    where = f"the leaderboard was made on {made_on}, this machine is {here}"
+    if not simd.applies():
+        return f"{where}, outside the portable setting (x86-64 Linux with AVX2; dmlbench.simd)"
+    if moved := [
+        f"{k}={os.environ.get(k)}" for k, v in simd.PORTABLE_LEVEL.items() if os.environ.get(k) != v
+    ]:
+        return f"{where}, with {', '.join(moved)} instead of the portable setting"
+    return None
 
 
 def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread]) -> list[Row]:
@@ -250,8 +259,8 @@ def run_check(
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
 
-    On another CPU model than the leaderboard's the tolerances are the seed noise (uncapped),
-    with a note, unless ``strict`` (:func:`other_cpu` says why).
+    Off the portable path the tolerances are the seed noise (uncapped), with a note, unless
+    ``strict`` (:func:`off_path` says why).
 
     ``jobs`` entries run side by side, longest first (by the committed record's wall time),
     one torch thread each (:mod:`dmlbench.leaderboard.tasks`), so the numbers do not depend on it.
@@ -261,12 +270,11 @@ def run_check(
     from dmlbench.data import load_data
 
     tolerances, board = load_leaderboard(lb_dir)
-    if not strict and (made_on := other_cpu(tolerances)):
+    if not strict and (why := off_path(tolerances)):
         tolerances = _seed_noise(tolerances)
         print(
-            f"note: the leaderboard was made on another CPU model ({made_on}); re-runs here are "
-            f"not bit-identical, so each tolerance is {K:g} x the seed spread, uncapped (--strict: "
-            "the capped ones; dmlbench check --update here: exact ones)",
+            f"note: {why}: re-runs here are not bit-identical, so each tolerance is {K:g} x the "
+            "seed spread, uncapped (--strict: the capped ones)",
             file=sys.stderr,
         )
     names = names or sorted(board)

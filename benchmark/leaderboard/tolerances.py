@@ -74,8 +74,9 @@ class Spread(_Strict):
 
     def seed_noise(self, k: float = K, floor: float = FLOOR) -> Spread:
         """The tolerance without the cap, ``k · max(std, typical std)``: what ``dmlbench check``
-        uses on another CPU model than the leaderboard's, where a re-run is not bit-identical
-        and drifts by seed-like noise (:func:`dmlbench.leaderboard.check.other_cpu`)."""
+        uses off the portable numeric path (another architecture), where a re-run is not
+        bit-identical and drifts by seed-like noise
+        (:func:`~dmlbench.leaderboard.check.off_path`)."""
         return self.with_typical(self.typical_std, None, k, floor)
 
 
