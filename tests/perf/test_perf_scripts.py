@@ -151,3 +151,15 @@ def test_a_report_is_noisy_when_others_used_the_cpu_not_when_we_did() -> None:
     assert "Noisy" in c.noisy_banner({**quiet, c.LOAD_KEY: "1.90, 1.00, 1.00"})
     now = c.CpuSnapshot.now()
     assert now.machine is None or now.machine > 0
+
+
+@pytest.mark.slow
+def test_simd_script_compares_the_two_mkl_branches(capsys: pytest.CaptureFixture[str]) -> None:
+    from dmlbench.perf import simd as perf_simd
+
+    assert perf_simd.main(["--rounds", "3", "--steps", "2"]) == 0
+    rows = {row["figure"]: row for row in parse_table(capsys.readouterr().out)}
+    branch = rows["MKL branch reported by MKL"]
+    assert (branch["ours"], branch["peer"]) == ("COMPATIBLE,STRICT", "AUTO")
+    step = rows["training step, ms (glyphs-mini batch, contrastive, one thread)"]
+    assert float(step["ours"]) > 0 and float(step["peer"]) > 0 and float(step["ratio"]) > 0
