@@ -30,7 +30,7 @@ from dmlbench.metrics.stats import t_interval
 from dmlbench.records import Record
 from dmlbench.report.query_tests import hit_rates
 from dmlbench.report.ranking import primary_metric
-from dmlbench.report.tables import HIDDEN
+from dmlbench.report.tables import HIDDEN, row_labels
 
 COLUMNS = [
     "seeds",
@@ -60,8 +60,10 @@ def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
         return pd.DataFrame(columns=["metric", "n_seeds", "selected", "hyper-parameters"])
     rows = {}
     rates = hit_rates(finals) if metric == "recall@1" else None
-    for method in sorted({r.method for r in finals}, key=lambda m: (m == "untrained", m)):
-        runs = [r for r in finals if r.method == method and metric in r.metrics]
+    labels = row_labels(finals)
+    for method in sorted(set(labels), key=lambda m: (m == "untrained", m)):
+        runs = [r for r, lb in zip(finals, labels, strict=True) if lb == method]
+        runs = [r for r in runs if metric in r.metrics]
         values = np.array([r.metrics[metric] for r in runs], dtype=np.float64)
         mean, half = t_interval(values)
         std = float(values.std(ddof=1)) if values.size > 1 else math.nan

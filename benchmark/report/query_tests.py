@@ -34,6 +34,7 @@ from dmlbench.report.significance import (
     paired_bootstrap,
     stability_summary,
 )
+from dmlbench.report.tables import row_labels
 
 UNTRAINED = "untrained"
 N_BOOT = 1000
@@ -78,14 +79,14 @@ def hit_rates(records: Iterable[Record]) -> QueryHitRates | None:
         return None
     by_method: dict[str, list[np.ndarray]] = {}
     classes: np.ndarray | None = None
-    for r in finals:
+    for r, label in zip(finals, row_labels(finals), strict=True):
         assert r.query_hits is not None  # checked above
         hits, cls = r.query_hits.decode()
         if classes is None:
             classes = cls
         elif cls.shape != classes.shape or not np.array_equal(cls, classes):
             return None
-        by_method.setdefault(r.method, []).append(hits)
+        by_method.setdefault(label, []).append(hits)
     assert classes is not None
     rates = {m: np.mean(np.stack(h), axis=0) for m, h in by_method.items()}
     return QueryHitRates(rates, classes, {m: len(h) for m, h in by_method.items()})

@@ -8,7 +8,8 @@ comparison would be exactly the unfair comparison this project exists to avoid.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,16 +27,48 @@ class MixedProtocolsError(DmlbenchError):
     """Records of different protocol hashes were passed to one table."""
 
 
-def records_frame(records: Iterable[Record]) -> pd.DataFrame:
-    """One row per record: protocol, method, seed, stage, overrides flag and every metric."""
-    rows = []
+def variant_label(overrides: Mapping[str, Any]) -> str:
+    """The overrides of a run as ``key=value`` pairs (nested keys dotted), sorted."""
+
+    def flat(prefix: str, value: Any) -> list[str]:
+        if isinstance(value, Mapping):
+            return [p for k, v in sorted(value.items()) for p in flat(f"{prefix}{k}.", v)]
+        return [f"{prefix[:-1]}={value}"]
+
+    return ", ".join(flat("", overrides))
+
+
+def row_labels(records: Sequence[Record]) -> list[str]:
+    """The row each record belongs to: its method, and its overrides where the same method
+    was run with other overrides too.
+
+    Two runs that differ in what was run (``--max-steps 3`` and ``--max-steps 150``, two
+    ``--hparam`` values) must never be averaged into one row: every table, test and plot
+    groups by this label, so each variant is its own row, named by what sets it apart.
+    """
+    variants: dict[str, set[str]] = {}
     for r in records:
+        variants.setdefault(r.method, set()).add(variant_label(r.overrides))
+    return [
+        f"{r.method} ({variant_label(r.overrides) or 'no overrides'})"
+        if len(variants[r.method]) > 1
+        else r.method
+        for r in records
+    ]
+
+
+def records_frame(records: Iterable[Record]) -> pd.DataFrame:
+    """One row per record: protocol, method (its row label, :func:`row_labels`), seed, stage,
+    overrides flag and every metric."""
+    records = list(records)
+    rows = []
+    for r, label in zip(records, row_labels(records), strict=True):
         rows.append(
             {
                 "protocol": r.protocol.name,
                 "version": r.protocol.version,
                 "protocol_hash": r.protocol.hash,
-                "method": r.method,
+                "method": label,
                 "seed": r.seed,
                 "stage": r.stage,
                 "overridden": bool(r.overrides),

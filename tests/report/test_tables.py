@@ -55,3 +55,33 @@ def test_label_distance_is_raw_and_lower_is_better() -> None:
     assert out.loc["a", "mld@1"] == "**0.440**"  # one seed: no ± shown
     assert out.loc["b", "mld@1"] == "0.550"
     assert out.loc["a", "ndcg@10"] == "90.0"  # bold only where asked
+
+
+def test_runs_with_different_overrides_are_never_averaged_into_one_row() -> None:
+    """The hostile case: --max-steps 3 and --max-steps 150 (or two --hparam values) of one
+    method and seed are two rows named by their overrides, not one row of their mean."""
+    short = make("contrastive", 0, **{"recall@1": 0.091}).model_copy(
+        update={"overrides": {"max_steps": 3}}
+    )
+    long = make("contrastive", 0, **{"recall@1": 0.520}).model_copy(
+        update={"overrides": {"max_steps": 150}}
+    )
+    margin = make("contrastive", 0, **{"recall@1": 0.251}).model_copy(
+        update={"overrides": {"max_steps": 3, "hparams": {"margin": 0.2}}}
+    )
+    table = summary_table(records_frame([short, long, margin, make("b", 0)]))
+    assert table.loc["contrastive (max_steps=150)", "recall@1"] == pytest.approx(0.520)
+    assert table.loc["contrastive (max_steps=3)", "recall@1"] == pytest.approx(0.091)
+    assert table.loc["contrastive (hparams.margin=0.2, max_steps=3)", "recall@1"] == 0.251
+    assert table.loc["b", "seeds"] == 1  # a method run one way keeps its plain name
+    assert set(table["seeds"]) == {1}
+
+
+def test_confidence_and_query_rows_follow_the_same_labels() -> None:
+    from dmlbench.report.confidence import confidence_frame
+
+    a = make("m", 0, **{"recall@1": 0.2}).model_copy(update={"overrides": {"max_steps": 3}})
+    b = make("m", 0, **{"recall@1": 0.6})
+    table = confidence_frame([a, b])
+    assert sorted(table.index) == ["m (max_steps=3)", "m (no overrides)"]
+    assert table.loc["m (max_steps=3)", "recall@1_mean"] == pytest.approx(0.2)
