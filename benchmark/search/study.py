@@ -117,6 +117,40 @@ def count_trials(study: optuna.Study) -> Counts:
     return Counts(sum(t.state in done for t in live), running + waiting, waiting)
 
 
+def trial_slots(trials: list[optuna.trial.FrozenTrial]) -> dict[int, int]:
+    """Each live trial's slot: its place in the order an uninterrupted study runs them.
+
+    A trial that was interrupted or killed is re-queued as a copy with a new trial number; the
+    copy takes the slot of the trial it retries, and the trials after it keep the slots they
+    would have had. The slot, not the trial number, seeds each proposal
+    (:func:`dmlbench.search.worker.proposal_sampler`) and names each trial record, so a
+    resumed search proposes, trains and records exactly the trials an uninterrupted one does.
+    """
+    from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
+
+    quiet_optuna()  # retry_history is marked experimental
+    origin: dict[int, int] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        history = Retry.retry_history(t)
+        before = int(t.user_attrs["retry_of"]) if "retry_of" in t.user_attrs else None
+        first = history[0] if history else before
+        origin[t.number] = origin.get(first, first) if first is not None else t.number
+    replaced = {n for t in trials for n in Retry.retry_history(t)}
+    replaced |= {int(t.user_attrs["retry_of"]) for t in trials if "retry_of" in t.user_attrs}
+    live = sorted((t.number for t in trials if t.number not in replaced), key=origin.__getitem__)
+    return {number: slot for slot, number in enumerate(live)}
+
+
+def next_slot(trials: list[optuna.trial.FrozenTrial]) -> int:
+    """The slot of the trial ``study.ask()`` hands out next: the first waiting (re-queued or
+    enqueued) trial's, else a new one after every live trial."""
+    from optuna.trial import TrialState
+
+    slots = trial_slots(trials)
+    waiting = [t.number for t in trials if t.state == TrialState.WAITING and t.number in slots]
+    return slots[min(waiting)] if waiting else len(slots)
+
+
 def _reap_local_dead(study: optuna.Study) -> None:
     """Fail running trials whose worker ran on this host and is gone (no grace period needed)."""
     from optuna.trial import TrialState
@@ -203,18 +237,19 @@ def make_pruner(protocol: Protocol) -> optuna.pruners.BasePruner:
 
 
 def selection(study: optuna.Study, metric: str) -> Selection:
-    """The best complete trial (lowest number on ties)."""
+    """The best complete trial (lowest slot on ties: :func:`trial_slots`)."""
     from optuna.trial import TrialState
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         reasons = sorted({str(t.user_attrs.get("fail_reason", t.state.name)) for t in study.trials})
         raise SearchError(f"study {study.study_name}: no trial completed ({'; '.join(reasons)})")
-    best = max(complete, key=lambda t: (float(t.value or -math.inf), -t.number))
+    slots = trial_slots(study.get_trials(deepcopy=False))
+    best = max(complete, key=lambda t: (float(t.value or -math.inf), -slots[t.number]))
     return Selection(
         hparams=dict(best.user_attrs["hparams"]),
         epochs=int(best.user_attrs["best_epoch"]) + 1,
-        trial=best.number,
+        trial=slots[best.number],
         value=float(best.value or 0.0),
         metric=metric,
         study=study.study_name,

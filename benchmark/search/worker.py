@@ -29,7 +29,13 @@ from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, create_method
 from dmlbench.protocol import MetricsSpec, Protocol
 from dmlbench.search.storage import SearchOptions, claim_lock, open_storage, quiet_optuna
-from dmlbench.search.study import _reap_local_dead, count_trials, make_pruner, study_name
+from dmlbench.search.study import (
+    _reap_local_dead,
+    count_trials,
+    make_pruner,
+    next_slot,
+    study_name,
+)
 from dmlbench.search.validation import objective_metric, validation_folds, validation_metrics
 from dmlbench.tracking import RunLog, Shifted, Tracker, activated, current, open_tracker
 
@@ -81,8 +87,10 @@ def run_worker(
                 return ran
             trial = None
             if counts.waiting or counts.finished + counts.active < budget:
-                study.sampler = proposal_sampler(protocol, len(study.get_trials(deepcopy=False)))
+                slot = next_slot(study.get_trials(deepcopy=False))
+                study.sampler = proposal_sampler(protocol, slot)
                 trial = study.ask()
+                trial.set_user_attr("slot", slot)
                 trial.set_user_attr("host", socket.gethostname())
                 trial.set_user_attr("pid", os.getpid())
                 storage.record_heartbeat(trial._trial_id)
@@ -97,13 +105,15 @@ def run_worker(
         # one line per trial, with or without progress bars (the count is the study's: other
         # workers' trials included, so the ETA is the study's, not this worker's)
         progress.line(
-            f"  {method} trial {trial.number} {clock.tick(count_trials(study).finished)}: {line}"
+            f"  {method} trial {_slot(trial)} {clock.tick(count_trials(study).finished)}: {line}"
         )
 
 
-def proposal_sampler(protocol: Protocol, claimed: int) -> optuna.samplers.BaseSampler:
-    """The sampler that proposes the study's next trial, seeded with the protocol's first seed
-    plus the number of trials the study already holds.
+def proposal_sampler(protocol: Protocol, slot: int) -> optuna.samplers.BaseSampler:
+    """The sampler that proposes the trial of ``slot``, seeded with the protocol's first seed
+    plus the slot (:func:`~dmlbench.search.study.trial_slots`): a function of the slot and the
+    finished trials only, so a search resumed after an interruption proposes what an
+    uninterrupted one would (a sampler's own state is lost with its process).
 
     Seeding by trial rather than by worker keeps proposals distinct when several processes
     join one study with the same worker index (the leaderboard's seeds of one tuned method
@@ -113,7 +123,7 @@ def proposal_sampler(protocol: Protocol, claimed: int) -> optuna.samplers.BaseSa
     """
     import optuna
 
-    seed = protocol.seeds[0] + claimed
+    seed = protocol.seeds[0] + slot
     if protocol.search.sampler != "tpe":
         return optuna.samplers.RandomSampler(seed=seed)
     n_startup = min(10, max(2, protocol.search.trials // 2))
@@ -206,7 +216,7 @@ def _run_trial(
     hparams = METHODS.get(method).search_space(ExactBatchTrial(trial, protocol.batch.size))
     trial.set_user_attr("hparams", hparams)
     log_ = _TrialLog()
-    path = _trial_path(protocol, method, trial.number, run)
+    path = _trial_path(protocol, method, _slot(trial), run)
     log_.track = tracker.open_run(f"{protocol.name}/{protocol.hash[:12]}/{path.stem}")
     state, value, reason = TrialState.COMPLETE, math.nan, ""
     try:
@@ -316,7 +326,7 @@ def _train_folds(
             progress=run.progress,
             accel=run.accel,
             track=Shifted(log_.track, f * protocol.optim.epochs) if log_.track else None,
-            label=f"{method} trial {trial.number} fold {f + 1}/{len(folds)}",
+            label=f"{method} trial {_slot(trial)} fold {f + 1}/{len(folds)}",
         )
         log_.steps += result.steps
         log_.train_seconds += result.train_seconds
@@ -376,7 +386,7 @@ def _write_trial_record(
         hparams=hparams,
         seed=protocol.seeds[0],
         stage="search-trial",
-        trial=trial.number,
+        trial=_slot(trial),
         metrics={} if math.isnan(value) else {f"val_{metric}": value},
         curve=curve,
         overrides=run.overrides,
@@ -385,7 +395,12 @@ def _write_trial_record(
         env=environment(run.device),
         command=command_line(),
     )
-    save_record(record, _trial_path(protocol, method, trial.number, run))
+    save_record(record, _trial_path(protocol, method, _slot(trial), run))
+
+
+def _slot(trial: Any) -> int:
+    """The trial's slot (set when it was claimed): what its record and progress call it."""
+    return int(trial.user_attrs["slot"])
 
 
 def _trial_path(protocol: Protocol, method: str, number: int, run: RunOptions) -> Any:

@@ -5,6 +5,7 @@ NaN/Inf trials are tested in tests/reliability/test_numerical.py.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -321,3 +322,75 @@ def test_workers_of_one_index_propose_distinct_trials(tmp_path: Path) -> None:
     two = proposals(2)
     assert len({repr(sorted(p.items())) for p in two}) == 4
     assert two == proposals(1)
+
+
+def _trial_records(results: Path) -> list[tuple[Any, ...]]:
+    """What an uninterrupted search must reproduce: each trial's slot, setting and curve."""
+    from dmlbench.records import load_records
+
+    trials = [r for r in load_records(results)[0] if r.stage == "search-trial"]
+    return sorted(
+        (r.trial, json.dumps(r.hparams, sort_keys=True), r.metrics, r.curve, r.search["state"])
+        for r in trials
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["interrupted", "killed"])
+def test_a_resumed_search_runs_exactly_the_uninterrupted_trials(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trial 1 interrupted (Ctrl-C or SIGTERM: re-queued by its worker) or its worker killed
+    (SIGKILL: failed and re-queued by the next worker on this host), then the search run
+    again: every trial record equals an uninterrupted search's, slot for slot: the retried
+    trial, the proposals after it (seeded by slot, not by trial number) and the selection."""
+    import socket
+    import subprocess
+    import sys
+
+    import dmlbench.engine.train as train_module
+    from dmlbench.data import load_data
+    from dmlbench.search.storage import open_storage, storage_url
+    from dmlbench.search.study import next_slot
+    from dmlbench.search.worker import proposal_sampler
+
+    protocol = tiny(trials=4, **{"optim.epochs": 1})
+    data = load_data(protocol)
+    calm = RunOptions(results_dir=tmp_path / "calm", progress=False)
+    expected = tune(protocol, "contrastive", data.train, data.fingerprint, calm, SearchOptions())
+
+    run = RunOptions(results_dir=tmp_path / "resumed", progress=False)
+    real_train, calls = train_module.train, []
+
+    def stop_at_second(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train", stop_at_second)
+    with pytest.raises(KeyboardInterrupt):
+        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+    monkeypatch.setattr(train_module, "train", real_train)
+    name = study_name(protocol, "contrastive", {})
+    if how == "killed":  # the re-queued copy claimed by a worker that then died (SIGKILL)
+        options = SearchOptions()
+        study = open_study(
+            protocol,
+            "contrastive",
+            open_storage(storage_url(options, run.results_dir), options),
+            name,
+        )
+        dead = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        study.sampler = proposal_sampler(protocol, next_slot(study.get_trials(deepcopy=False)))
+        ghost = study.ask()
+        ghost.set_user_attr("host", socket.gethostname())
+        ghost.set_user_attr("pid", int(dead.stdout))
+    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+    assert _trial_records(run.results_dir) == _trial_records(calm.results_dir)
+    assert sel == expected
