@@ -59,6 +59,20 @@ Bool = Annotated[bool, Strict()]
 # write anywhere else).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@=+:-]{0,127}$"
 
+# Upper bounds of every integer, far beyond any DML setting, so that a typo (an extra zero, a
+# pasted 10**20) is one line naming the key instead of a traceback from torch or faiss, or an
+# hour of training before it fails. The CLI flags reuse them (dmlbench.cli.options).
+MAX_SEED = 2**31 - 1  # faiss's k-means (NMI) takes a signed 32-bit seed
+MAX_IMAGE_SIZE = 4096  # px
+MAX_EMBEDDING_SIZE = 65536
+MAX_BATCH_SIZE = 65536
+MAX_EPOCHS = 100_000
+MAX_STEPS = 10**9  # batches per epoch, and --max-steps
+MAX_K = 1_000_000  # Recall@K, nDCG@K, label distance@K: far above any gallery used in DML
+MAX_FOLDS = 100
+MAX_TRIALS = 100_000
+MAX_VERSION = 1_000_000
+
 
 class StrictModel(BaseModel):
     """Base of every configuration model: unknown keys are errors, values are immutable."""
@@ -77,11 +91,11 @@ class DataSpec(StrictModel):
 class TransformSpec(StrictModel):
     """One image pipeline. Every step is optional; embedded data sets use none."""
 
-    resize: Int | None = Field(None, gt=0)
-    random_resized_crop: Int | None = Field(None, gt=0)
+    resize: Int | None = Field(None, gt=0, le=MAX_IMAGE_SIZE)
+    random_resized_crop: Int | None = Field(None, gt=0, le=MAX_IMAGE_SIZE)
     crop_scale: tuple[Float, Float] = (0.16, 1.0)
-    random_crop: Int | None = Field(None, gt=0)
-    center_crop: Int | None = Field(None, gt=0)
+    random_crop: Int | None = Field(None, gt=0, le=MAX_IMAGE_SIZE)
+    center_crop: Int | None = Field(None, gt=0, le=MAX_IMAGE_SIZE)
     hflip: Float = Field(0.0, ge=0.0, le=1.0)
 
 
@@ -93,7 +107,7 @@ class ImagesSpec(StrictModel):
 class ModelSpec(StrictModel):
     backbone: str
     pretrained: str | None = None
-    embedding_size: Int = Field(gt=0)
+    embedding_size: Int = Field(gt=0, le=MAX_EMBEDDING_SIZE)
     normalize: Bool = True
     pooling: Literal["avg", "avgmax"] = "avg"
     frozen_bn: Bool = False
@@ -102,8 +116,8 @@ class ModelSpec(StrictModel):
 class BatchSpec(StrictModel):
     """Batch composition; ``samples_per_class: null`` lets the method choose."""
 
-    size: Int = Field(gt=1)
-    samples_per_class: Int | None = Field(None, gt=0)
+    size: Int = Field(gt=1, le=MAX_BATCH_SIZE)
+    samples_per_class: Int | None = Field(None, gt=0, le=MAX_BATCH_SIZE)
 
 
 class OptimSpec(StrictModel):
@@ -111,26 +125,30 @@ class OptimSpec(StrictModel):
     lr: Float = Field(gt=0.0)
     weight_decay: Float = Field(0.0, ge=0.0)
     momentum: Float = Field(0.9, ge=0.0, lt=1.0)
-    epochs: Int = Field(gt=0)
+    epochs: Int = Field(gt=0, le=MAX_EPOCHS)
     schedule: Literal["none", "cosine", "step"] = "none"
-    step_epochs: Int = Field(10, gt=0)
+    step_epochs: Int = Field(10, gt=0, le=MAX_EPOCHS)
     step_gamma: Float = Field(0.1, gt=0.0, le=1.0)
     steps_per_epoch: Int | None = Field(
         None,
         gt=0,
+        le=MAX_STEPS,
         description="an epoch of at most this many batches (the first of that epoch's seeded "
         "order) instead of one pass: lets a one-pass protocol validate, and prune, more often",
     )
 
 
+K = Annotated[Int, Field(le=MAX_K)]  # >= 1 is checked below, with the list's name
+
+
 class MetricsSpec(StrictModel):
-    recall_at: list[Int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    recall_at: list[K] = Field(default_factory=lambda: [1, 2, 4, 8])
     nmi: Bool = True
     map_at_r: Bool = True
     r_precision: Bool = True
     normalize: Bool = Field(True, description="L2-normalise embeddings before retrieval")
-    ndcg_at: list[Int] = Field(default_factory=list)
-    label_distance_at: list[Int] = Field(default_factory=list)
+    ndcg_at: list[K] = Field(default_factory=list)
+    label_distance_at: list[K] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _positive_ks(self) -> MetricsSpec:
@@ -144,14 +162,14 @@ class ValidationSpec(StrictModel):
     """How search trials carve validation classes out of the training classes."""
 
     by: Literal["classes"] = "classes"
-    folds: Int = Field(1, ge=1)
+    folds: Int = Field(1, ge=1, le=MAX_FOLDS)
     fraction: Float = Field(0.25, gt=0.0, lt=1.0)
 
 
 class SearchSpec(StrictModel):
     """The tuning budget: ``trials`` Optuna trials per method; 0 means the paper's defaults."""
 
-    trials: Int = Field(20, ge=0)
+    trials: Int = Field(20, ge=0, le=MAX_TRIALS)
     sampler: Literal["tpe", "random"] = "tpe"
     pruner: Literal["none", "median", "hyperband"] = "median"
     validation: ValidationSpec = Field(default_factory=ValidationSpec)
@@ -161,7 +179,7 @@ class Protocol(StrictModel):
     """Every condition that can move a number in a comparison."""
 
     name: str
-    version: Int = Field(ge=1)
+    version: Int = Field(ge=1, le=MAX_VERSION)
     description: str = ""
     citation: str | None = None
     data: DataSpec
@@ -171,7 +189,7 @@ class Protocol(StrictModel):
     optim: OptimSpec
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
     search: SearchSpec = Field(default_factory=SearchSpec)
-    seeds: list[Annotated[Int, Field(ge=0)]] = Field(min_length=1)
+    seeds: list[Annotated[Int, Field(ge=0, le=MAX_SEED)]] = Field(min_length=1)
     methods: list[str] = Field(default_factory=list, description="default methods of `run`")
 
     @field_validator("name")

@@ -31,8 +31,6 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from dmlbench.errors import DmlbenchError
     from dmlbench.methods import load_plugins
 
-    if args.batch_size < 1:
-        raise DmlbenchError(f"--batch-size {args.batch_size}: must be >= 1")
     out = Path(args.out)
     if out.suffix != ".npz":
         raise DmlbenchError(f"--out {out}: must end in .npz")

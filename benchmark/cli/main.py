@@ -93,10 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from dmlbench.cli.options import check_flags
     from dmlbench.engine.checkpoint import TrainingInterrupted
     from dmlbench.tracking import activated, open_tracker
 
     try:
+        check_flags(args)
         _setup_logging(args)
         with activated(open_tracker(getattr(args, "track", None))):
             return int(args.func(args))

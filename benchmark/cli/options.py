@@ -1,12 +1,57 @@
 """Command-line options shared by ``run``, ``sweep`` and ``search``: what to run, where, and
-the tuning budget — declared once so the three commands cannot drift apart."""
+the tuning budget — declared once so the three commands cannot drift apart; and the range of
+every command's integer flags, checked once for all of them (:func:`check_flags`)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.protocol import MAX_BATCH_SIZE, MAX_SEED, MAX_STEPS, MAX_TRIALS
+
+MAX_THREADS = 4096  # torch threads, and dmlbench check's --jobs: beyond any machine's cores
+MAX_PROCESSES = 1024  # --workers, --loader-workers
+# Every integer flag of every command, by argparse ``dest``: its lowest and highest value.
+# Checked in one place (check_flags, before any command starts) rather than by argparse, whose
+# errors print the usage as well: a bad number is one line naming the flag and its range.
+INT_FLAGS: dict[str, tuple[int, int]] = {
+    "seed": (0, MAX_SEED),
+    "threads": (1, MAX_THREADS),
+    "max_steps": (1, MAX_STEPS),
+    "loader_workers": (0, MAX_PROCESSES),
+    "trials": (0, MAX_TRIALS),
+    "workers": (1, MAX_PROCESSES),
+    "heartbeat": (1, 86_400),  # seconds: a day
+    "batch_size": (1, MAX_BATCH_SIZE),  # embed
+    "jobs": (0, MAX_THREADS),  # check (0: the CPUs)
+}
+# Comma-separated flags that an empty value (``--seed ''``, ``--seed ,``) would turn into
+# "nothing to run", which would otherwise exit 0 having run nothing.
+LIST_FLAGS = ("seed", "method")
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Every integer flag within its range, every list flag non-empty: one line naming the
+    flag, before the command reads or writes anything.
+
+    Raises:
+        DmlbenchError: the first flag out of range or empty.
+    """
+    for dest in LIST_FLAGS:
+        if getattr(args, dest, None) == []:
+            raise DmlbenchError(f"{flag(dest)}: empty; expected comma-separated values")
+    for dest, (lowest, highest) in INT_FLAGS.items():
+        value = getattr(args, dest, None)
+        for number in value if isinstance(value, list) else [value]:
+            if number is not None and not lowest <= number <= highest:
+                raise DmlbenchError(f"{flag(dest)} {number}: must be in [{lowest}, {highest}]")
+
+
+def flag(dest: str) -> str:
+    """The flag as typed (``max_steps`` -> ``--max-steps``)."""
+    return "--" + dest.replace("_", "-")
 
 
 def csv_list(text: str) -> list[str]:
@@ -49,7 +94,7 @@ def add_common_options(
             "--seed",
             type=csv_ints,
             default=None,
-            help="comma-separated seeds (default: the protocol's seeds)",
+            help=f"comma-separated seeds, 0 to {MAX_SEED} (default: the protocol's seeds)",
         )
     parser.add_argument("--results-dir", default="results", help="records (default: results)")
     if reports:
@@ -63,13 +108,13 @@ def add_common_options(
         metavar="N",
         help="torch threads of every training run and search trial, whatever --workers is "
         "(recorded; numbers can differ in the last bits between thread counts; the committed "
-        "leaderboard uses 1) (default: torch's, the usable CPUs)",
+        f"leaderboard uses 1) (1 to {MAX_THREADS}; default: torch's, the usable CPUs)",
     )
     parser.add_argument(
         "--max-steps",
         type=int,
         default=None,
-        help="stop training after N steps (smoke tests; marked in the records)",
+        help=f"stop training after N steps, 1 to {MAX_STEPS} (smoke tests; marked in the records)",
     )
     if force:
         parser.add_argument("--force", action="store_true", help="recompute existing records")
@@ -103,25 +148,14 @@ def resolve_methods(protocol: Any, names: list[str] | None) -> list[str]:
     return methods
 
 
-MAX_SEED = 2**32 - 1
-
-
 def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
-    """Numbers argparse cannot judge, and ``--hparam`` names, before any data is read."""
+    """The device and ``--hparam`` names and values, before any data is read (the numbers
+    were checked before the command started: :func:`check_flags`)."""
     import yaml
 
     from dmlbench.methods import METHODS
     from dmlbench.registry import did_you_mean
 
-    if args.max_steps is not None and args.max_steps < 1:
-        raise DmlbenchError(f"--max-steps {args.max_steps}: must be >= 1")
-    if args.threads is not None and args.threads < 1:
-        raise DmlbenchError(f"--threads {args.threads}: must be >= 1")
-    if getattr(args, "loader_workers", 0) < 0:
-        raise DmlbenchError(f"--loader-workers {args.loader_workers}: must be >= 0")
-    for seed in args.seed or []:
-        if not 0 <= seed <= MAX_SEED:  # numpy's legacy seeding takes 32 bits
-            raise DmlbenchError(f"--seed {seed}: seeds must be in [0, {MAX_SEED}]")
     if getattr(args, "device", None) is not None:
         from dmlbench.engine.train import resolve_device
 
@@ -158,7 +192,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="tuning budget per method instead of the protocol's (a derived protocol: "
-        "own hash, own tables); 0 = the papers' defaults",
+        f"own hash, own tables), 0 to {MAX_TRIALS}; 0 = the papers' defaults",
     )
     g.add_argument(
         "--no-search",
@@ -193,18 +227,12 @@ def apply_budget(protocol: Any, args: argparse.Namespace) -> Any:
     trials = 0 if args.no_search else args.trials
     if trials is None or trials == protocol.search.trials:
         return protocol
-    if trials < 0:
-        raise DmlbenchError(f"--trials {trials}: must be >= 0")
     return protocol.with_trials(trials)
 
 
 def search_options(args: argparse.Namespace) -> Any:
     from dmlbench.search import SearchOptions
 
-    if args.workers < 1:
-        raise DmlbenchError(f"--workers {args.workers}: must be >= 1")
-    if args.heartbeat < 1:
-        raise DmlbenchError(f"--heartbeat {args.heartbeat}: must be >= 1 second")
     return SearchOptions(
         storage=args.storage,
         workers=args.workers,
@@ -232,8 +260,6 @@ def add_track_option(parser: argparse.ArgumentParser) -> None:
 def run_options(args: argparse.Namespace, **extra: Any) -> Any:
     """The ``RunOptions`` of a command that trains (``run``, ``sweep``), from the shared
     flags; ``extra`` adds what only that command has (hand-set hyper-parameters, …)."""
-    from pathlib import Path
-
     from dmlbench.run import RunOptions
 
     return RunOptions(

@@ -5,9 +5,9 @@ the protocol's batch of images at its image size does not fit in the device's me
 fail every trial the same way and spend the budget on nothing; so before a study starts, one
 forward and backward pass of one batch of the protocol's size (the paper-default trial's
 batch) runs with the method's default hyper-parameters. Out of memory there is one line naming
-the batch size, the image size and the protocol keys to lower. Failures caused by a trial's own
-sampled parameters (a larger batch size, a NaN) still fail that trial only and count against
-the budget: they are results of the search, not mistakes of the setup.
+the batch size, the image size, the embedding size and the protocol keys to lower. Failures
+caused by a trial's own sampled parameters (a larger batch size, a NaN) still fail that trial
+only and count against the budget: they are results of the search, not mistakes of the setup.
 """
 
 from __future__ import annotations
@@ -38,11 +38,14 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def out_of_memory_message(protocol: Protocol, batch_size: int, device: torch.device) -> str:
+    """The one line: every protocol key that sizes one step's memory, the head's included (a
+    large ``model.embedding_size`` fails here as surely as a large batch)."""
     size = protocol.data.params.get("image_size", "its")
     return (
-        f"one training batch of {batch_size} images ({size} px, {protocol.model.backbone}) does "
-        f"not fit in the memory of {device}; lower batch.size or data.params.image_size in "
-        f"protocol {protocol.name}, or use a device with more memory"
+        f"one training batch of {batch_size} images ({size} px, {protocol.model.backbone}, "
+        f"{protocol.model.embedding_size}-d embeddings) does not fit in the memory of {device}; "
+        f"lower batch.size, data.params.image_size or model.embedding_size in protocol "
+        f"{protocol.name}, or use a device with more memory"
     )
 
 
