@@ -347,6 +347,33 @@ def _check_components(protocol: Protocol, source: str) -> None:
                 )
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping.
+
+    PyYAML keeps the last of two ``name:`` lines silently; in a frozen protocol the line a
+    reader sees first may then not be the one that ran, so it is an error naming the key and
+    both lines. A merge key (``<<: *base``) may still be overridden: that is what it is for.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                earlier = first.get(key)
+            except TypeError:  # an unhashable key: the safe loader's own error names it
+                continue
+            if earlier is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first on line {earlier})",
+                    key_node.start_mark,
+                )  # fmt: skip
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
 def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
     path = path.resolve()
     if path in seen:
@@ -362,7 +389,7 @@ def _load_raw(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
             "save the protocol as UTF-8"
         ) from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

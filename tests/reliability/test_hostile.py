@@ -346,6 +346,26 @@ def test_6_a_boolean_embedding_size_stops_run_before_any_work(tiny: Tiny) -> Non
     assert snapshot(tiny.results) == before
 
 
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("name: glyphs-other\n" + TINY, ["line 2", "duplicate key 'name'", "(first on line 1)"]),
+        (TINY.replace("embedding_size: 8}", "embedding_size: 8, embedding_size: 16}"),
+         ["line 4", "duplicate key 'embedding_size'"]),
+    ],
+    ids=["top-level", "nested"],
+)  # fmt: skip
+def test_6_a_key_given_twice_is_one_line_naming_file_key_and_line(
+    tiny: Tiny, text: str, fragments: list[str]
+) -> None:
+    """PyYAML keeps the last of two keys silently: the protocol that ran was not the one read."""
+    tiny.protocol.write_text(text)
+    before = snapshot(tiny.results)
+    one_error(dmlbench("validate", tiny.protocol, cache=tiny.cache), tiny.protocol, *fragments)
+    one_error(tiny.run("--force"), tiny.protocol, *fragments)
+    assert snapshot(tiny.results) == before
+
+
 def test_25_a_non_utf8_protocol_is_one_line_naming_it(tiny: Tiny) -> None:
     tiny.protocol.write_bytes(TINY.replace("glyphs-tiny", "glyphs-tin\xe9").encode("latin-1"))
     one_error(dmlbench("validate", tiny.protocol, cache=tiny.cache), tiny.protocol, "UTF-8")

@@ -217,7 +217,9 @@ def test_a_stale_download_with_another_sha256_is_not_used(tmp_path: Path) -> Non
 # --------------------------------------------------------------------------- static check
 
 
-SAFE_YAML_LOADERS = {"SafeLoader", "CSafeLoader"}
+# UniqueKeyLoader: the protocol loader, a SafeLoader subclass that refuses duplicate keys
+# (checked to stay one in test_the_protocol_loader_is_a_safe_loader).
+SAFE_YAML_LOADERS = {"SafeLoader", "CSafeLoader", "UniqueKeyLoader"}
 NEVER_CALL = {
     "eval", "exec", "pickle.load", "pickle.loads", "pickle.Unpickler",
     "yaml.unsafe_load", "yaml.full_load", "yaml.unsafe_load_all", "yaml.full_load_all",
@@ -342,6 +344,14 @@ class Strict(pickle.Unpickler):
         raise pickle.UnpicklingError(name)
 """
     assert unsafe_calls(good) == []
+
+
+def test_the_protocol_loader_is_a_safe_loader() -> None:
+    from dmlbench.protocol import UniqueKeyLoader
+
+    assert issubclass(UniqueKeyLoader, yaml.SafeLoader)
+    with pytest.raises(yaml.constructor.ConstructorError, match="could not determine"):
+        yaml.load("!!python/object/apply:os.system ['true']", Loader=UniqueKeyLoader)
 
 
 def test_the_package_reads_nothing_unsafely() -> None:
