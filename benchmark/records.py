@@ -182,28 +182,29 @@ def record_path(
     return path
 
 
-def results_dir_problem(results_dir: Path) -> str | None:
-    """Why records cannot be written under ``results_dir`` (``None``: they can).
+def folder_problem(folder: Path, flag: str) -> str | None:
+    """Why files cannot be written under ``folder``, given as ``flag`` (``None``: they can).
 
-    Checked before any work, so a run does not train for an hour and then fail to save.
-    Finished records can still be reused from a read-only folder, so a folder that cannot be
-    written is only fatal once something has to be computed; a path that is a file is always
-    fatal.
+    The one check of every output folder (``--results-dir``, ``--reports-dir``, a data set's
+    ``--root``), made before any work, so a command does not train or decode for an hour and
+    then fail to save. The caller decides whether a folder that cannot be written is fatal:
+    finished records can still be reused from a read-only results folder, so there it only is
+    once something has to be computed; a path that is a file is always fatal.
 
     Raises:
-        DmlbenchError: ``results_dir`` (or a parent) is a file, not a folder.
+        DmlbenchError: ``folder`` (or a parent) is a file, not a folder.
     """
-    existing = results_dir
+    existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        raise DmlbenchError(f"{existing}: --results-dir must be a folder, and this is a file")
+        raise DmlbenchError(f"{existing}: {flag} must be a folder, and this is a file")
     probe = existing / f".dmlbench-write-test-{os.getpid()}"
     try:  # os.access says yes to root on a read-only mount; only a real write tells
         probe.touch()
         probe.unlink()
     except OSError as err:
-        return f"{existing} cannot be written ({err.strerror})"
+        return f"{existing} ({flag}) cannot be written ({err.strerror})"
     return None
 
 

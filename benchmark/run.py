@@ -49,10 +49,10 @@ from dmlbench.records import (
     Timings,
     command_line,
     environment,
+    folder_problem,
     load_record,
     record_lock,
     record_path,
-    results_dir_problem,
     save_record,
 )
 from dmlbench.search import SearchOptions, Selection
@@ -115,7 +115,7 @@ def _run_protocol(
     protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions
 ) -> list[Record]:
     _check_methods(protocol, methods, options)
-    unwritable = results_dir_problem(options.results_dir)  # a file: fails here, before any work
+    unwritable = folder_problem(options.results_dir, "--results-dir")  # a file fails here
     data = load_data(protocol, options.data_root, check_ks=True)
     check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
     overrides = dict(options.overrides)
@@ -203,8 +203,11 @@ def _final_run(
             log.warning("%s is being computed by another process; skipped", path.name)
             return None
         record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
-        if record is None and is_main and (problem := results_dir_problem(options.results_dir)):
-            raise DmlbenchError(f"{problem}; {path.name} must be computed")
+        unwritable = (
+            record is None and is_main and folder_problem(options.results_dir, "--results-dir")
+        )
+        if unwritable:
+            raise DmlbenchError(f"{unwritable}; {path.name} must be computed")
         if record is None:
             ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
             keep_as = path if options.keep and is_main else None

@@ -54,6 +54,21 @@ def flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+def reports_folder(args: argparse.Namespace) -> Path:
+    """``--reports-dir``, checked before any work: the tables are written last, and a folder
+    they cannot go to (a file, read-only) must not be found out after hours of training.
+
+    Raises:
+        DmlbenchError: the folder is a file or cannot be written (one line naming it).
+    """
+    from dmlbench.records import folder_problem
+
+    folder = Path(args.reports_dir)
+    if problem := folder_problem(folder, "--reports-dir"):
+        raise DmlbenchError(f"{problem}; the tables are written there")
+    return folder
+
+
 def csv_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 

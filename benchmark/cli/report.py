@@ -14,12 +14,14 @@ if TYPE_CHECKING:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from dmlbench.cli.options import reports_folder
     from dmlbench.records import load_records
     from dmlbench.report.build import build_reports
 
     root = Path(args.results_dir)
     if not root.is_dir():
         raise DmlbenchError(f"{root}: no results folder (run `dmlbench run` first)")
+    reports = reports_folder(args)
     # The committed leaderboard (results/leaderboard) is its own board: mixed into a user's
     # results it would count its seeds a second time. Read only when asked for.
     skip = () if args.include_leaderboard else ("leaderboard",)
@@ -31,8 +33,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not records:
         raise DmlbenchError(f"{root}: no records found")
     if args.format == "json":
-        return _write_json(records, Path(args.reports_dir))
-    written = build_reports(records, Path(args.reports_dir), root / "published")
+        return _write_json(records, reports)
+    written = build_reports(records, reports, root / "published")
     for path in written:  # every table, the published numbers they meet included
         if path.suffix == ".md":
             print(path.read_text(encoding="utf-8"))

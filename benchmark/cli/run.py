@@ -20,7 +20,13 @@ EPILOG_RUN = """examples:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dmlbench.cli.options import apply_budget, check_run_args, resolve_methods, run_options
+    from dmlbench.cli.options import (
+        apply_budget,
+        check_run_args,
+        reports_folder,
+        resolve_methods,
+        run_options,
+    )
     from dmlbench.engine.distributed import init_from_env
     from dmlbench.engine.train import Accel
     from dmlbench.methods import load_plugins
@@ -36,6 +42,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         protocol = _override_backbone(protocol, args, overrides)
     methods = resolve_methods(protocol, args.method)
     check_run_args(args, methods)
+    reports = reports_folder(args)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
     options = run_options(
         args,
@@ -56,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     records = _all_on_disk(run_protocol(protocol, methods, seeds, options), options.results_dir)
-    for _, path, text in write_reports(records, Path(args.reports_dir)):
+    for _, path, text in write_reports(records, reports):
         print(text)
         print(f"written: {path} (and .csv)")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from dmlbench.sweep import parse_over, run_sweep, sweep_protocols
@@ -16,7 +15,7 @@ EPILOG = """examples:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from dmlbench.cli.options import apply_budget, resolve_methods, run_options
+    from dmlbench.cli.options import apply_budget, reports_folder, resolve_methods, run_options
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
@@ -28,9 +27,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     methods = resolve_methods(protocol, args.method)
     seeds = args.seed if args.seed is not None else list(protocol.seeds)
     options = run_options(args)
+    reports = reports_folder(args)
     sweep_protocols(protocol, key, values)  # fail fast on a bad key or value
     records = run_sweep(protocol, key, values, methods, seeds, options)
-    reports = Path(args.reports_dir)
     for _, path, text in write_reports(records, reports):
         print(text)
         print(f"written: {path} (and .csv)")

@@ -265,8 +265,13 @@ def prepare(
 
     A folder that already holds files is never downloaded over without ``force``: what is
     wrong with it (a missing or damaged file) is reported instead, since extracting an archive
-    there could overwrite the user's own files.
+    there could overwrite the user's own files. A root that is a file or cannot be written is
+    one line before anything is checked, decoded or downloaded: the manifest goes there.
     """
+    from dmlbench.records import folder_problem
+
+    if problem := folder_problem(root, "--root"):
+        raise DataError(f"{problem}; {name}'s manifest (and any download) is written there")
     spec = SPECS[name]
     try:
         data = write_manifest(name, root, source=None)

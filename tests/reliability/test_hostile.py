@@ -313,6 +313,33 @@ def test_25_a_results_dir_that_is_a_file_is_one_line_before_any_work(tiny: Tiny)
     assert target.read_text() == "my notes\n"
 
 
+def test_25_a_reports_dir_that_is_a_file_is_one_line_before_any_work(tiny: Tiny) -> None:
+    """It was found out after all training (FileExistsError, exit 1): seed 1 must train."""
+    target = tiny.dir / "reports.txt"
+    target.write_text("my notes\n")
+    before = snapshot(tiny.results)
+    proc = tiny.run("--seed", "1", "--reports-dir", target)
+    one_error(proc, target, "--reports-dir must be a folder, and this is a file")
+    assert target.read_text() == "my notes\n"
+    assert snapshot(tiny.results) == before  # nothing trained, nothing written
+
+
+def test_25_a_read_only_reports_dir_is_one_line_before_any_work(
+    finished: Path, shared_tmp: Path
+) -> None:
+    shutil.copytree(finished, shared_tmp / "t")
+    tiny = Tiny(shared_tmp / "t")
+    for p in [tiny.dir, tiny.results, tiny.cache, *tiny.results.rglob("*"), *tiny.cache.rglob("*")]:
+        p.chmod(0o777 if p.is_dir() else 0o666)  # the other user may train and cache
+    tiny.protocol.chmod(0o644)
+    for p in [tiny.reports, *tiny.reports.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    before, reports = snapshot(tiny.results), snapshot(tiny.reports)
+    proc = tiny.run("--seed", "1", as_nobody=True)
+    one_error(proc, tiny.reports, "(--reports-dir) cannot be written", "the tables are written")
+    assert snapshot(tiny.results) == before and snapshot(tiny.reports) == reports
+
+
 # --------------------------------------------------------------------------- 6, 25: schema
 
 
@@ -532,6 +559,29 @@ def test_14_k_larger_than_the_gallery_fails_before_the_image_cache_is_built(cub:
 
 def prepare_cli(root: Path, *extra: str | Path) -> subprocess.CompletedProcess[str]:
     return dmlbench("data", "prepare", "cub200", "--root", root, *extra, cache=root.parent / "c")
+
+
+def test_11_prepare_into_a_root_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "CUB_200_2011"
+    root.write_text("my notes\n")
+    one_error(prepare_cli(root), root, "--root must be a folder, and this is a file")
+    assert root.read_text() == "my notes\n"
+
+
+def test_11_prepare_into_a_read_only_root_is_one_line_before_decoding(shared_tmp: Path) -> None:
+    """The files are in place but the manifest cannot be written: said before every image is
+    decoded (or anything downloaded), not after."""
+    cub = Setup(shared_tmp)
+    (shared_tmp / "c").mkdir(mode=0o777)
+    (shared_tmp / "c").chmod(0o777)
+    for p in [cub.root, *cub.root.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    before = snapshot(cub.root)
+    proc = dmlbench(
+        "data", "prepare", "cub200", "--root", cub.root, cache=shared_tmp / "c", as_nobody=True
+    )
+    one_error(proc, cub.root, "(--root) cannot be written", "manifest")
+    assert snapshot(cub.root) == before
 
 
 def test_8_a_refused_archive_is_not_left_in_the_root(tmp_path: Path) -> None:
