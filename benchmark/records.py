@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import shlex
@@ -265,12 +266,26 @@ def save_record(record: Record, path: Path) -> Path:
 
 
 class DamagedRecord(ValueError):
-    """A record file that parses as JSON but is not a record (``[1, 2]``, ``null``, ``42``)."""
+    """A record file that parses as JSON but is not a record (``[1, 2]``, ``null``, ``42``), or
+    whose metrics are not all finite numbers."""
 
 
 def load_record(path: Path) -> Record:
+    """The record at ``path``.
+
+    A metric that is NaN or infinite (``NaN`` is valid to Python's JSON reader, though dmlbench
+    never writes it) makes the file damaged: reused as finished it would stand in a table as
+    "—" or poison a mean, and a run that ended that way has nothing to report.
+
+    Raises:
+        DamagedRecord: not a JSON object, or a metric is not a finite number.
+    """
     data = json.loads(path.read_text(encoding="utf-8"))
-    return Record.model_validate(upgrade(data))
+    record = Record.model_validate(upgrade(data))
+    for name, value in sorted(record.metrics.items()):
+        if not math.isfinite(value):
+            raise DamagedRecord(f"metric {name} is {value}, not a finite number")
+    return record
 
 
 def upgrade(data: Any) -> dict[str, Any]:

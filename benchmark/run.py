@@ -43,6 +43,7 @@ from dmlbench.metrics.retrieval import check_ks, evaluate
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
     Artifact,
+    DamagedRecord,
     ProtocolRef,
     QueryHits,
     Record,
@@ -234,7 +235,8 @@ def _reusable(
     try:
         record = load_record(path)
     except Exception as err:  # a damaged file is recomputed, not fatal
-        log.warning("%s is damaged (%s); recomputing", path, type(err).__name__)
+        why = str(err) if isinstance(err, DamagedRecord) else type(err).__name__
+        log.warning("%s is damaged (%s); recomputing", path, why)
         return None
     wanted = selection.as_record() if selection is not None else {}
     same_selection = {k: record.search.get(k) for k in ("study", "trial", "hparams")} == {

@@ -36,6 +36,7 @@ from torch import nn
 
 from dmlbench.atomic import atomic_savez, atomic_write
 from dmlbench.data.base import Split
+from dmlbench.engine.checkpoint import save_tensors
 from dmlbench.errors import DmlbenchError
 from dmlbench.records import Artifact, Record
 
@@ -97,11 +98,15 @@ def keep_artifacts(
     Returns:
         The record's ``artifacts``: each file's path (relative to the record's folder),
         SHA-256 and size.
+
+    Raises:
+        WriteError: a file cannot be written (disk full, read-only): one line naming it; the
+            file before, if any, is untouched.
     """
     paths = artifact_paths(record_path, with_weights=model is not None)
     if model is not None:
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-        atomic_write(paths[WEIGHTS], lambda fh: torch.save(state, fh))
+        save_tensors(paths[WEIGHTS], state)
     atomic_savez(paths[EMBEDDINGS], **split_arrays(embeddings, split))
     atomic_write(paths[CARD], lambda fh: fh.write(card.to_yaml().encode("utf-8")))
     return {role: describe(record_path.parent, path) for role, path in paths.items()}

@@ -100,8 +100,21 @@ def save_checkpoint(
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "torch_rng": torch.get_rng_state(),
     }
-    # Serialised in memory first: torch's zip writer reports a full disk as "unexpected pos";
-    # a plain write of the bytes raises the OSError (ENOSPC) that names the cause.
+    save_tensors(path, state)
+
+
+def save_tensors(path: Path, state: Any) -> None:
+    """``torch.save(state)`` to ``path``, atomically: the one way tensors reach the disk
+    (checkpoints, kept weights).
+
+    Serialised in memory first: torch's zip writer turns a full disk into a ``RuntimeError``
+    ("unexpected pos") with a traceback; a plain write of the bytes raises the ``OSError``
+    (ENOSPC) that names the cause, which :func:`~dmlbench.atomic.atomic_write` makes one line
+    naming ``path`` (the file before, if any, untouched).
+
+    Raises:
+        WriteError: ``path`` cannot be written (disk full, read-only, quota).
+    """
     buffer = io.BytesIO()
     torch.save(state, buffer)
     atomic_write(path, lambda fh: fh.write(buffer.getbuffer()))

@@ -13,7 +13,11 @@
 from __future__ import annotations
 
 import copy
+import errno
+import io
+import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -41,6 +45,7 @@ from dmlbench.records import (
     save_record,
 )
 from tests.reliability.test_bad_input import Setup
+from tests.reliability.test_hostile import snapshot
 
 
 def record(method: str = "contrastive", recall: float = 0.5) -> Record:
@@ -282,6 +287,71 @@ def test_run_recomputes_a_damaged_record(
     assert f"{path} is damaged" in caplog.text and "recomputing" in caplog.text
     assert load_record(path).method == "contrastive"
     capsys.readouterr()
+
+
+def test_a_record_with_a_nan_metric_is_recomputed_and_never_reported_silently(
+    run: tuple[Setup, Path], caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was reused as finished by ``run`` and shown as "—" by ``report``."""
+    setup, path = run
+    data = json.loads(path.read_text())
+    data["metrics"]["recall@1"] = float("nan")
+    path.write_text(json.dumps(data))  # Python's JSON writes NaN, and reads it back
+    why = "metric recall@1 is nan, not a finite number"
+    argv = ["report", "--results-dir", str(setup.results), "--reports-dir", str(setup.tmp / "r")]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {path}: damaged record skipped ({why})"]
+    assert "| untrained" in captured.out and "| contrastive" not in captured.out
+    with caplog.at_level(logging.WARNING):
+        assert main(setup.argv()) == 0
+    assert f"{path} is damaged ({why}); recomputing" in caplog.text
+    assert math.isfinite(load_record(path).metrics["recall@1"])
+    capsys.readouterr()
+
+
+def test_a_full_disk_while_keeping_the_weights_is_one_line_and_loses_nothing(
+    run: tuple[Setup, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch's zip writer turned the ENOSPC of a write into a RuntimeError traceback ("unexpected
+    pos"), exit 1. Here the disk is full after the first 4 kB of the kept weights' file."""
+    setup, path = run
+    (weights,) = path.parent.glob(f"artifacts/{path.stem}.pt")
+    path.unlink()  # to be computed again, keeping its weights again
+    before = snapshot(setup.results)
+    real_temp, real_fdopen = dmlbench.atomic._create_temp, os.fdopen
+    doomed: set[int] = set()
+
+    def create_temp(target: Path) -> tuple[int, str]:
+        fd, tmp = real_temp(target)
+        if target == weights:
+            doomed.add(fd)
+        return fd, tmp
+
+    class FullDisk(io.FileIO):  # the disk fills up after the first 4 kB of the file
+        room = 4096
+
+        def write(self, data: Any) -> int:
+            if len(data) > self.room:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.room -= len(data)
+            return super().write(data)
+
+    def fdopen(fd: int, *args: Any, **kwargs: Any) -> Any:
+        return FullDisk(fd, "wb") if fd in doomed else real_fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(dmlbench.atomic, "_create_temp", create_temp)
+    monkeypatch.setattr(dmlbench.atomic.os, "fdopen", fdopen)
+    assert main(setup.argv()) == 2
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert doomed and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: {weights}: cannot write (No space left on device)"], err
+    after = snapshot(setup.results)
+    assert {name: after.get(name) for name in before} == before  # the kept weights intact
+    assert not path.exists() and not list(setup.results.rglob(".*.tmp"))
 
 
 def test_report_names_a_damaged_record_and_reports_the_rest(
