@@ -111,6 +111,11 @@ def check_inside(root: Path, entries: list[Entry]) -> None:
 
     Index files come with downloaded or shared data sets: one must not make dmlbench read (and
     cache) files elsewhere on the machine. Checked lexically, so it costs no system call.
+
+    Symbolic links inside the root are followed, wherever they point: a link is placed by
+    whoever owns the root (images linked from shared storage are the usual way to assemble a
+    data set), whereas an index file may come from anyone. The data fingerprint counts the
+    size of the file a link points to, as for any other image.
     """
     for e in entries:
         rel = os.path.normpath(e.path)

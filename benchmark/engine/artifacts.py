@@ -141,10 +141,17 @@ def verified(record: Record, record_path: Path, role: str) -> Path:
     """The kept file of ``role``, after checking it is the one the record names.
 
     Raises:
-        DmlbenchError: one line naming the file: the record keeps none (``--no-keep``), the
-            path leaves the record's folder, the file is missing, or its SHA-256 differs.
+        DmlbenchError: one line naming the file: the record keeps none (``--no-keep``, or a
+            search trial's, which never keeps any), the path leaves the record's folder, the
+            file is missing, or its SHA-256 differs.
     """
     artifact = record.artifacts.get(role)
+    if artifact is None and record.stage != "final":  # --force would not change that
+        raise DmlbenchError(
+            f"{record_path}: a {record.stage} record; search trials never keep weights or "
+            f"embeddings, only final runs do: pass a final record "
+            f"({record.method}-seed<N>-final.json)"
+        )
     if artifact is None:
         what = f"no {role} file" if record.artifacts else "no weights or embeddings"
         raise DmlbenchError(

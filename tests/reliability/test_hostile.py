@@ -445,6 +445,20 @@ def test_19_an_index_entry_escaping_the_data_root_is_refused(cub: Setup) -> None
     assert not (cub.tmp / "cache").exists() or not list((cub.tmp / "cache").rglob("*.npy"))
 
 
+def test_19_a_link_inside_the_data_root_is_followed_wherever_it_points(cub: Setup) -> None:
+    """Linking images from shared storage is how data sets are assembled: the root's owner
+    placed the link, so it is followed (only index entries are checked to stay inside)."""
+    image = cub.image(4)
+    shared = cub.tmp / "shared-storage" / image.name
+    shared.parent.mkdir()
+    shutil.move(image, shared)
+    image.symlink_to(shared)
+    proc = cub_run(cub)
+    assert cub_warnings(proc) == []
+    assert len(list(cub.results.rglob("contrastive-seed0-final*.json"))) == 1
+    assert image.is_symlink() and shared.is_file()  # nothing moved or copied over the link
+
+
 def test_25_a_non_utf8_index_file_is_one_line_naming_it(cub: Setup) -> None:
     index = cub.root / "images.txt"
     data = index.read_bytes().splitlines(keepends=True)
@@ -664,6 +678,19 @@ def test_25_a_full_disk_is_one_line_saying_so(tiny: Tiny, tmp_path: Path) -> Non
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     one_error(proc, mount / "results", "untrained-seed1", "No space left on device")
     assert proc.stdout.splitlines() == before  # the finished records are intact
+
+
+def test_a_search_trial_record_given_to_embed_says_trials_keep_nothing(tiny: Tiny) -> None:
+    """It suggested `dmlbench run --force`, which never makes a trial keep weights."""
+    (final,) = tiny.results.rglob("contrastive-seed0-final*.json")
+    data = json.loads(final.read_text())
+    data.update(stage="search-trial", trial=3, artifacts={})  # as a search trial writes it
+    trial = final.with_name("contrastive-trial0003-search-trial.json")
+    trial.write_text(json.dumps(data))
+    out = tiny.dir / "x.npz"
+    proc = dmlbench("embed", "--record", trial, "--images", "test", "--out", out, cache=tiny.cache)
+    line = one_error(proc, trial, "search trials never keep weights", "seed<N>-final.json")
+    assert "--force" not in line and not out.exists()
 
 
 def test_14_the_cache_can_be_listed_and_cleaned(tiny: Tiny) -> None:
