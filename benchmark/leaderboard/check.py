@@ -51,6 +51,7 @@ from dmlbench.leaderboard.tolerances import (
     Spread,
     Tolerances,
     load_tolerances,
+    verify_checksums,
 )
 from dmlbench.records import Record, cpu_name, load_records
 
@@ -152,6 +153,7 @@ def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Reco
     tolerances = load_tolerances(lb_dir)
     if tolerances is None:
         raise DmlbenchError(f"{lb_dir}: no {TOLERANCES} (create it: dmlbench check --update)")
+    verify_checksums(lb_dir, tolerances)
     records, problems = load_records(lb_dir)
     if problems:
         raise DmlbenchError(problems[0])

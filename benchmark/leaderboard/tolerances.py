@@ -20,14 +20,16 @@ term alone. A metric whose spread is exactly 0 everywhere (a count) gets the abs
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard.tasks import UNTRAINED
 
 K = 3.0
@@ -103,6 +105,10 @@ class Tolerances(_Strict):
     machine: dict[str, Any]
     hparams: dict[str, dict[str, Any]]
     protocols: dict[str, ProtocolTolerances]
+    #: SHA-256 of every committed record, by its path under the leaderboard folder: the check
+    #: compares re-runs with the committed records, so a record edited by hand must be caught
+    #: before it is trusted (:func:`verify_checksums`).
+    checksums: dict[str, str]
 
 
 def spread(values: list[float], k: float = K, floor: float = FLOOR) -> Spread:
@@ -130,7 +136,54 @@ def typical_std(spreads: dict[str, dict[str, Spread]]) -> dict[str, float]:
 
 
 def load_tolerances(lb_dir: Path) -> Tolerances | None:
+    """The leaderboard's tolerances; None when the file is absent.
+
+    Raises:
+        DmlbenchError: the file is damaged (not UTF-8, not YAML, a tag, a wrong field): one
+            line, exit 2, never exit 1, which means "a metric moved".
+    """
     path = lb_dir / TOLERANCES
     if not path.is_file():
         return None
-    return Tolerances.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    try:
+        return Tolerances.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError) as err:
+        what = (
+            f"{err.error_count()} invalid field(s)"
+            if isinstance(err, ValidationError)
+            else (type(err).__name__)
+        )
+        raise DmlbenchError(
+            f"{path}: damaged ({what}); restore it (git checkout -- {path}) or regenerate the "
+            "leaderboard (dmlbench check --update)"
+        ) from None
+
+
+def record_checksums(lb_dir: Path, folders: list[str]) -> dict[str, str]:
+    """SHA-256 of every record (``*.json``) under ``folders`` of ``lb_dir``, by relative path."""
+    out = {}
+    for folder in sorted(folders):
+        for path in sorted((lb_dir / folder).rglob("*.json")):
+            key = path.relative_to(lb_dir).as_posix()
+            out[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def verify_checksums(lb_dir: Path, tolerances: Tolerances) -> None:
+    """Refuse a committed board whose records differ from the ones ``--update`` wrote.
+
+    Raises:
+        DmlbenchError: a record was edited, added or removed by hand (one line naming it).
+    """
+    now = record_checksums(lb_dir, sorted(tolerances.protocols))
+    for key in sorted(set(now) | set(tolerances.checksums)):
+        if now.get(key) != tolerances.checksums.get(key):
+            change = (
+                "is not in" if key not in tolerances.checksums
+                else "is missing but listed in" if key not in now
+                else "differs from its checksum in"
+            )  # fmt: skip
+            raise DmlbenchError(
+                f"{lb_dir / key}: {change} {TOLERANCES}: the committed leaderboard was changed "
+                "by hand; restore it from git or regenerate it (dmlbench check --update)"
+            )

@@ -47,6 +47,16 @@ def tiny_protocol_file(folder: Path, epochs: int = 1) -> Path:
     return path
 
 
+def resign(record: Path) -> None:
+    """Re-sign the board holding ``record`` after an edit that stands for a code change: the
+    check refuses a record edited by hand (its checksum in tolerances.yaml)."""
+    board = next(p for p in record.parents if (p / tolerances.TOLERANCES).is_file())
+    path = board / tolerances.TOLERANCES
+    data = yaml.safe_load(path.read_text())
+    data["checksums"] = tolerances.record_checksums(board, sorted(data["protocols"]))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A leaderboard of one cheap method + untrained, made by the generator (3 seeds)."""
@@ -235,6 +245,54 @@ def test_tuned_entry_replays_its_committed_selection(board: Path) -> None:
     assert committed.search["hparams"] == committed.hparams
 
 
+@pytest.mark.parametrize("portable", [True, False])
+def test_a_record_edited_by_hand_is_refused_on_every_machine(
+    portable: bool, board: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hostile case: a committed Recall@1 raised by 3 points in the file, with nothing
+    re-signed, is refused before any training (exit 2, one line naming the file), whatever
+    the tolerances here; so are a record added or removed by hand."""
+    from dmlbench import simd
+
+    monkeypatch.setattr(simd, "applies", lambda: portable)
+    path = committed_record(board, "contrastive")
+    original = path.read_bytes()
+    data = json.loads(original)
+    data["metrics"]["recall@1"] += 0.03
+    path.write_text(json.dumps(data))
+    argv = ["check", "--leaderboard-dir", str(board), "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert path.name in err and "differs from its checksum" in err
+    path.unlink()
+    assert main(argv) == 2 and "is missing but listed in" in capsys.readouterr().err
+    path.write_bytes(original)
+    (path.parent / "extra-seed0-final.json").write_text("{}")
+    assert main(argv) == 2 and "not in tolerances.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"k: 3.0\nfloor: [",
+        b"\xff\xfe\x00k: 3",
+        b"k: !!python/object/apply:os.system [echo]\n",
+        b"k: 3\n",
+    ],
+    ids=["truncated", "not-utf8", "python-tag", "fields-missing"],
+)
+def test_a_damaged_tolerances_file_is_one_line_and_exit_2(
+    damage: bytes, board: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not exit 1, which tells CI that a metric moved."""
+    (board / tolerances.TOLERANCES).write_bytes(damage)
+    assert main(["check", "--leaderboard-dir", str(board), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert tolerances.TOLERANCES in err and "damaged" in err
+
+
 def test_moved_number_fails_naming_method_and_metric(
     board: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -247,6 +305,7 @@ def test_moved_number_fails_naming_method_and_metric(
     data["metrics"]["recall@2"] -= 0.5 * spreads["recall@2"].tolerance  # within: passes
     del data["metrics"]["nmi"]  # as if nmi were new since the leaderboard: noted, not failed
     path.write_text(json.dumps(data))
+    resign(path)  # as if the code had produced it, not a hand edit
     code = main(["check", "--leaderboard-dir", str(board), "--no-progress", "--board", "defaults"])
     out, err = capsys.readouterr()
     assert code == 1
@@ -290,6 +349,7 @@ def test_off_the_portable_path_the_tolerance_is_the_seed_noise(
     data = json.loads(path.read_text())
     data["metrics"]["recall@1"] += (spread.tolerance + noise) / 2  # between the two
     path.write_text(json.dumps(data))
+    resign(path)  # as if the code had produced it, not a hand edit
     argv = ["check", "--leaderboard-dir", str(board), "--no-progress", "--board", "defaults"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
@@ -344,6 +404,7 @@ def test_changed_data_is_refused(board: Path, capsys: pytest.CaptureFixture[str]
     data = json.loads(path.read_text())
     data["data_fingerprint"] = "0" * 64
     path.write_text(json.dumps(data))
+    resign(path)  # as if the code had produced it, not a hand edit
     code = main(["check", "--leaderboard-dir", str(board), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "data fingerprint" in err
@@ -500,6 +561,7 @@ def test_an_injected_two_point_drop_fails_the_check(
     data = json.loads(path.read_text())
     data["metrics"][metric] += 0.02
     path.write_text(json.dumps(data))
+    resign(path)  # as if the code had produced it, not a hand edit
     kind = "defaults" if name.endswith("@defaults") else "tuned"
     protocol = name.split("@")[0]
     argv = ["check", "--leaderboard-dir", str(board), "--protocol", protocol, "--strict"]
