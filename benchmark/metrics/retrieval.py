@@ -193,7 +193,15 @@ def ranked_retrieval(
 
 
 def check_ks(spec: MetricsSpec, split: Split) -> None:
-    """Every K must leave something to rank: K ≤ gallery size (minus the query itself)."""
+    """The test split must give every metric a meaning: K ≤ gallery size (minus the query
+    itself) and, for class labels, at least two classes and a query with a positive.
+
+    A test split of one class scores 100% on every metric, trained or untrained, and a split
+    where no query has another image of its class scores nothing: both are settings to refuse
+    before training, not numbers to report.
+    """
+    if split.label_kind == "class":
+        _check_classes(split)
     gallery = len(split) if split.gallery is None else len(split.gallery)
     usable = gallery - (1 if split.gallery is None else 0)
     for key in ("recall_at", "ndcg_at", "label_distance_at"):
@@ -202,6 +210,26 @@ def check_ks(spec: MetricsSpec, split: Split) -> None:
             raise DmlbenchError(
                 f"metrics.{key}: K={too_big[0]} is larger than the gallery ({usable} items)"
             )
+
+
+def _check_classes(split: Split) -> None:
+    labels = np.asarray(split.labels)
+    queries = labels if split.queries is None else labels[split.queries]
+    gallery = labels if split.gallery is None else labels[split.gallery]
+    classes = np.unique(gallery)
+    if classes.size < 2:
+        raise DmlbenchError(
+            f"test split: {classes.size} class ({', '.join(map(str, classes[:1]))}) in its "
+            "gallery: every metric would be trivially 100%; give it at least 2 classes"
+        )
+    present, counts = np.unique(gallery, return_counts=True)
+    own = 1 if split.gallery is None else 0  # a query does not retrieve itself
+    positives = dict(zip(present.tolist(), (counts - own).tolist(), strict=True))
+    if not any(positives.get(q, 0) > 0 for q in np.unique(queries).tolist()):
+        raise DmlbenchError(
+            "test split: no query has another item of its class to retrieve, so no metric is "
+            "defined; give its classes at least 2 images each"
+        )
 
 
 def evaluate(
