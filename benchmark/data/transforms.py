@@ -13,22 +13,13 @@ this order, each optional:
 5. ``hflip``: horizontal flip with that probability.
 
 Normalisation to a backbone's convention is *not* part of the data pipeline: it is the first
-layer of the backbone (:class:`InputNormalization`), so the convention travels with the
-weights. A backbone override (``small-cnn`` on CUB) can then never receive inputs normalised
-for another network, and every pipeline and the cache stay backbone-independent.
-
-Conventions (``NORMALIZATIONS``):
-
-- ``imagenet``: RGB, (x - mean) / std with the ImageNet mean/std (torchvision, timm models).
-- ``caffe-bgr``: BGR, 0–255, minus the per-channel mean (104, 117, 128) in BGR order, std 1:
-  what the converted BN-Inception weights expect (``pretrainedmodels``' ``input_space: BGR``,
-  ``input_range: [0, 255]``), and what the multi-similarity reference code feeds them.
+layer of the backbone (:mod:`dmlbench.models.normalization`), so the convention travels with the
+weights and every pipeline and the cache stay backbone-independent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -37,58 +28,6 @@ from dmlbench.errors import DataError
 from dmlbench.protocol import TransformSpec
 
 Pipeline = Callable[[torch.Tensor], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class InputConvention:
-    """What a backbone expects: channel order, value range, per-channel mean and std."""
-
-    mean: tuple[float, float, float]
-    std: tuple[float, float, float]
-    bgr: bool = False
-    scale: float = 1.0
-
-
-NORMALIZATIONS: dict[str, InputConvention] = {
-    "imagenet": InputConvention(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)),
-    "caffe-bgr": InputConvention(
-        mean=(104.0, 117.0, 128.0), std=(1.0, 1.0, 1.0), bgr=True, scale=255.0
-    ),
-}
-
-
-class InputNormalization(nn.Module):
-    """Map RGB images in [0, 1] to a backbone's input convention (first layer of the backbone).
-
-    The mean and std are non-persistent buffers: they move with ``.to(device)`` but stay out of
-    state dicts, so checkpoints of the backbone keep their original keys.
-    """
-
-    mean: torch.Tensor
-    std: torch.Tensor
-
-    def __init__(self, convention: str) -> None:
-        super().__init__()
-        if convention not in NORMALIZATIONS:
-            raise ValueError(
-                f"unknown input convention {convention!r}; known: {list(NORMALIZATIONS)}"
-            )
-        c = NORMALIZATIONS[convention]
-        self.convention = convention
-        self.bgr = c.bgr
-        self.scale = c.scale
-        self.register_buffer("mean", torch.tensor(c.mean).view(1, 3, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(c.std).view(1, 3, 1, 1), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.bgr:
-            x = x.flip(1)
-        if self.scale != 1.0:
-            x = x * self.scale
-        return (x - self.mean.to(x.dtype)) / self.std.to(x.dtype)
-
-    def extra_repr(self) -> str:
-        return self.convention
 
 
 def output_size(spec: TransformSpec) -> int | None:

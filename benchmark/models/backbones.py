@@ -6,19 +6,34 @@ on demand, so every model those libraries know is available without registering 
 
 Pretrained weights are loaded only when the protocol asks (``model.pretrained``), and never
 fall back silently to random weights: a failure to fetch them is an error naming the weights
-and where to put them.
+and where to put them. ``imagenet`` (or ``default``) asks for the library's default weights of
+the model; any other value is a weights tag, which is checked before anything loads: timm's
+``<model>.<tag>`` (``pretrained: augreg_in21k`` for ``timm:vit_tiny_patch16_224``) or a member
+of torchvision's weights enum (``pretrained: IMAGENET1K_V2`` for ``torchvision:resnet50``).
+
+Images arrive as RGB in [0, 1]; a timm or torchvision network gets the mean and std that its
+library preprocesses those weights with (timm's ``resolve_data_config``, the torchvision
+weights' ``transforms()``) as its first layer (:class:`NormalizedBackbone`). Without
+pretrained weights the network keeps the convention of the weights it names (the default
+ones), so a network rebuilt to load kept weights sees what the trained one saw.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.models.normalization import IMAGENET, InputConvention, InputNormalization
 from dmlbench.registry import Registry
+
+if TYPE_CHECKING:  # torchvision costs about 2 s to import: only when such a backbone is built
+    from torchvision.models import WeightsEnum
 
 BackboneFactory = Callable[[str | None, int], tuple[nn.Module, int]]
 BACKBONES: Registry[BackboneFactory] = Registry("backbone")
@@ -56,6 +71,31 @@ def small_cnn(pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]
 
 # Backbones without pretrained weights of any kind (CPU-sized, trained from scratch).
 NO_PRETRAINED = frozenset({"small-cnn", "small-resnet"})
+# ``pretrained`` values asking for the library's default weights of a timm/torchvision model.
+DEFAULT_WEIGHTS = frozenset({"imagenet", "default"})
+# torchvision models whose weights are ported with ``transform_input=True`` (torchvision sets it
+# only when loading them): set with or without weights, so the architecture never depends on
+# whether weights were loaded.
+TRANSFORM_INPUT = frozenset(
+    {"googlenet", "inception_v3", "quantized_googlenet", "quantized_inception_v3"}
+)
+
+
+class NormalizedBackbone(nn.Module):
+    """Input normalisation, then a timm or torchvision network returning pooled features.
+
+    The mean and std are saved with the weights (persistent buffers): they depend on the
+    weights tag, which a network rebuilt without pretrained weights to load kept ones into does
+    not know.
+    """
+
+    def __init__(self, net: nn.Module, convention: InputConvention) -> None:
+        super().__init__()
+        self.norm = InputNormalization(convention, persistent=True)
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(self.norm(x))
 
 
 def backbone_exists(name: str) -> bool:
@@ -65,6 +105,8 @@ def backbone_exists(name: str) -> bool:
     if lib == "timm" and model:
         import timm
 
+        if "." in model:  # a tagged name: timm.is_model ignores the tag
+            return model in timm.list_pretrained(model)
         return bool(timm.is_model(model))
     if lib == "torchvision" and model:
         import torchvision
@@ -80,7 +122,12 @@ def create_backbone(
 
     ``pooling`` other than ``avg`` is passed to factories that take it (bn-inception,
     googlenet, resnet50); any other backbone refuses it rather than ignoring it.
+
+    Raises:
+        DmlbenchError: one line for weights that do not exist (before anything loads) or
+            cannot be loaded, and for options the backbone does not support.
     """
+    check_weights(name, pretrained)
     if name in BACKBONES:
         factory = BACKBONES.get(name)
         if pooling == "avg":
@@ -91,9 +138,9 @@ def create_backbone(
     if pooling != "avg":
         raise DmlbenchError(f"backbone '{name}' supports only pooling: avg")
     lib, _, model = name.partition(":")
-    if lib == "timm" and model:
+    if lib == "timm" and backbone_exists(name):
         return _timm(model, pretrained, in_channels)
-    if lib == "torchvision" and model:
+    if lib == "torchvision" and backbone_exists(name):
         return _torchvision(model, pretrained, in_channels)
     BACKBONES.get(name)  # raises with "did you mean"
     raise AssertionError("unreachable")
@@ -128,47 +175,136 @@ def _require_timm_weights(model: str) -> None:
         ) from None
 
 
-def _timm(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
+def check_weights(name: str, pretrained: str | None) -> None:
+    """Refuse a ``pretrained`` tag that a timm or torchvision backbone has no weights for.
+
+    One line naming the key, the tag and the tags there are, closest first, before anything
+    is built or fetched (a registered backbone's factory checks its own few values).
+
+    Raises:
+        DmlbenchError: the backbone has no weights of that tag, or none at all.
+    """
+    if pretrained is None or name in BACKBONES or not backbone_exists(name):
+        return  # an unknown name is an error of its own
+    lib, _, model = name.partition(":")
+    if lib == "timm":
+        _timm_name(model, pretrained)
+    else:
+        _torchvision_weights(model, pretrained)
+
+
+def _closest_first(tag: str, tags: list[str]) -> str:
+    def likeness(other: str) -> float:
+        return difflib.SequenceMatcher(None, tag.lower(), other.lower()).ratio()
+
+    return ", ".join(sorted(tags, key=likeness, reverse=True))
+
+
+def _timm_name(model: str, pretrained: str | None) -> str:
+    """The timm name to create: ``<model>.<tag>`` when ``pretrained`` is a tag, else ``model``.
+
+    Raises:
+        DmlbenchError: an unknown tag, a tag other than the one the name carries, or a model
+            without pretrained weights asked for some.
+    """
     import timm
 
+    if pretrained is None:
+        return model
+    arch, _, named = model.partition(".")
+    tags = [n.partition(".")[2] for n in timm.list_pretrained(f"{arch}.*")]
+    if not tags:
+        raise DmlbenchError(
+            f"model.pretrained: timm:{model} has no pretrained weights (asked for "
+            f"{pretrained!r}); set pretrained: null"
+        )
+    if pretrained in DEFAULT_WEIGHTS:
+        return model
+    if named and named != pretrained:
+        raise DmlbenchError(
+            f"model.pretrained: {pretrained!r} contradicts the tag of timm:{model}; use "
+            f"pretrained: imagenet with a tagged name, or name timm:{arch}"
+        )
+    if pretrained not in tags:
+        raise DmlbenchError(
+            f"model.pretrained: timm:{arch} has no weights tagged {pretrained!r}; its tags, "
+            f"closest first: {_closest_first(pretrained, tags)}"
+        )
+    return f"{arch}.{pretrained}"
+
+
+def _timm(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
+    import timm
+    from timm.data import resolve_data_config
+
+    name = _timm_name(model, pretrained)
     if pretrained:
-        _require_timm_weights(model)
+        _require_timm_weights(name)
     try:
         net = timm.create_model(
-            model, pretrained=bool(pretrained), num_classes=0, in_chans=in_channels
+            name, pretrained=bool(pretrained), num_classes=0, in_chans=in_channels
         )
-    except Exception as err:  # network, missing file, unknown tag
+    except Exception as err:  # network, missing file
         if pretrained:
             raise DmlbenchError(
-                f"pretrained weights for timm:{model} could not be loaded ({type(err).__name__}: "
+                f"pretrained weights for timm:{name} could not be loaded ({type(err).__name__}: "
                 f"{err}); put them in the Hugging Face cache (HF_HOME) or set pretrained: null"
             ) from None
         raise
-    return net, int(net.num_features)  # type: ignore[arg-type]
+    config = resolve_data_config({}, model=net)  # the tag's mean/std, as timm preprocesses
+    convention = InputConvention(
+        f"timm:{name}", mean=tuple(config["mean"]), std=tuple(config["std"])
+    )
+    dim = int(net.num_features)  # type: ignore[arg-type]
+    return NormalizedBackbone(net, convention.for_channels(in_channels)), dim
+
+
+def _torchvision_weights(model: str, pretrained: str | None) -> WeightsEnum:
+    """The weights ``pretrained`` names; with ``pretrained`` null, the default ones, whose input
+    convention a randomly initialised network keeps.
+
+    Raises:
+        DmlbenchError: ``pretrained`` is not a member of the model's weights enum.
+    """
+    import torchvision
+
+    enum = torchvision.models.get_model_weights(model)
+    tag = "DEFAULT" if pretrained is None or pretrained in DEFAULT_WEIGHTS else pretrained
+    if tag not in enum.__members__:
+        raise DmlbenchError(
+            f"model.pretrained: torchvision:{model} has no weights {pretrained!r}; its "
+            f"weights, closest first: {_closest_first(tag, list(enum.__members__))}"
+        )
+    return enum[tag]
 
 
 def _torchvision(model: str, pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
     import torchvision
 
-    weights = None
-    if pretrained:
-        tag = "DEFAULT" if pretrained in {"imagenet", "default"} else pretrained
-        weights = torchvision.models.get_model_weights(model).__members__.get(tag)
-        if weights is None:
-            raise DmlbenchError(f"torchvision:{model} has no weights '{pretrained}'")
+    if in_channels != 3:
+        raise DmlbenchError(f"torchvision:{model} expects 3-channel images, got {in_channels}")
+    weights = _torchvision_weights(model, pretrained)
+    options = {"transform_input": True} if model in TRANSFORM_INPUT else {}
     try:
-        net = torchvision.models.get_model(model, weights=weights)
+        net = torchvision.models.get_model(
+            model, weights=weights if pretrained else None, **options
+        )
     except Exception as err:
-        if weights is not None:
+        if pretrained:
             hub = torch.hub.get_dir()
             raise DmlbenchError(
                 f"pretrained weights {weights} for torchvision:{model} could not be fetched "
                 f"({type(err).__name__}); download {weights.url} into {hub}/checkpoints/"
             ) from None
         raise
-    if in_channels != 3:
-        raise DmlbenchError(f"torchvision:{model} expects 3-channel images, got {in_channels}")
-    return _strip_classifier(net)
+    preprocess = weights.transforms()  # the library's own preprocessing of these weights
+    convention = InputConvention(
+        f"torchvision:{model}.{weights.name}",
+        mean=tuple(getattr(preprocess, "mean", IMAGENET.mean)),
+        std=tuple(getattr(preprocess, "std", IMAGENET.std)),
+    )
+    net, dim = _strip_classifier(net)
+    return NormalizedBackbone(net, convention), dim
 
 
 def _strip_classifier(net: nn.Module) -> tuple[nn.Module, int]:

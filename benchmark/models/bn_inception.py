@@ -13,7 +13,7 @@ is a stride-1 max pool. Deliberate choices:
 - Global pooling is adaptive (any input size, e.g. the 227-pixel crops of the multi-similarity
   setting), average or average + max (``pooling: avgmax``, the sum, as in Proxy-Anchor).
 - Inputs arrive as RGB in [0, 1]; the first layer converts them to what the weights expect:
-  BGR, 0–255, minus (104, 117, 128) (``caffe-bgr`` in :mod:`dmlbench.data.transforms`).
+  BGR, 0–255, minus (104, 117, 128) (``caffe-bgr`` in :mod:`dmlbench.models.normalization`).
 
 Weights are fetched with ``torch.hub.load_state_dict_from_url(check_hash=True)``: the file
 name carries the first hex digits of its SHA-256, which torch.hub checks after downloading;
@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dmlbench.data.transforms import InputNormalization
 from dmlbench.errors import DmlbenchError
 from dmlbench.models.backbones import BACKBONES
+from dmlbench.models.normalization import CAFFE_BGR, InputConvention, InputNormalization
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,9 @@ class GlobalPool(nn.Module):
 class PooledBackbone(nn.Module):
     """Input normalisation → convolutional trunk → global pooling: images → (B, out_dim)."""
 
-    def __init__(self, trunk: nn.Module, out_dim: int, convention: str, pooling: str) -> None:
+    def __init__(
+        self, trunk: nn.Module, out_dim: int, convention: InputConvention, pooling: str
+    ) -> None:
         super().__init__()
         self.norm = InputNormalization(convention)
         self.trunk = trunk
@@ -243,7 +245,7 @@ def bn_inception(
     trunk = BNInception()
     if pretrained:
         load_converted(trunk, fetch_state_dict(IMAGENET, "BN-Inception ImageNet"), IMAGENET.url)
-    return PooledBackbone(trunk, BNInception.out_dim, "caffe-bgr", pooling), BNInception.out_dim
+    return PooledBackbone(trunk, BNInception.out_dim, CAFFE_BGR, pooling), BNInception.out_dim
 
 
 @cache

@@ -23,6 +23,7 @@ from torch import nn
 from dmlbench.errors import DmlbenchError
 from dmlbench.models.backbones import BACKBONES
 from dmlbench.models.bn_inception import PooledBackbone, Weights, fetch_state_dict, load_converted
+from dmlbench.models.normalization import IMAGENET
 
 if TYPE_CHECKING:  # importing torchvision costs about 2 s (its ops pull in torch._dynamo):
     import torchvision  # only when one of these backbones is built, not for every CLI call
@@ -86,7 +87,7 @@ def googlenet(
     net.aux1 = net.aux2 = None
     net.aux_logits = False
     net.fc = nn.Identity()
-    return PooledBackbone(GoogLeNetTrunk(net), 1024, "imagenet", pooling), 1024
+    return PooledBackbone(GoogLeNetTrunk(net), 1024, IMAGENET, pooling), 1024
 
 
 @BACKBONES.register("resnet50")
@@ -104,4 +105,4 @@ def resnet50(
     trunk = nn.Sequential(
         net.conv1, net.bn1, net.relu, net.maxpool, net.layer1, net.layer2, net.layer3, net.layer4
     )
-    return PooledBackbone(trunk, 2048, "imagenet", pooling), 2048
+    return PooledBackbone(trunk, 2048, IMAGENET, pooling), 2048

@@ -1,4 +1,5 @@
-"""Image pipelines from TransformSpec, input conventions, deterministic augmentation."""
+"""Image pipelines from TransformSpec, deterministic augmentation (input conventions:
+tests/models/test_input_conventions.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from torchvision import transforms as T
 
 from dmlbench.data.cache import CachedImages, open_or_build
 from dmlbench.data.transforms import (
-    InputNormalization,
     build_pipeline,
     is_random,
     output_size,
@@ -49,19 +49,6 @@ def test_steps_and_sizes() -> None:
     assert not is_random(TransformSpec(resize=4, center_crop=3))
     with pytest.raises(DataError, match="needs a crop"):
         require_fixed_size(TransformSpec(resize=256), "x")
-
-
-def test_input_conventions() -> None:
-    rgb = torch.tensor([0.2, 0.4, 0.6]).view(1, 3, 1, 1)
-    bgr = InputNormalization("caffe-bgr")(rgb).view(3)
-    expected = torch.tensor([0.6 * 255 - 104, 0.4 * 255 - 117, 0.2 * 255 - 128])
-    assert torch.allclose(bgr, expected, atol=1e-4)
-    imagenet = InputNormalization("imagenet")(rgb).view(3)
-    mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
-    assert torch.allclose(imagenet, (torch.tensor([0.2, 0.4, 0.6]) - mean) / std)
-    assert InputNormalization("imagenet").state_dict() == {}  # checkpoints keep their keys
-    with pytest.raises(ValueError, match="unknown input convention"):
-        InputNormalization("yuv")
 
 
 @pytest.fixture
