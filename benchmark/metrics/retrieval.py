@@ -27,7 +27,8 @@ for the queries whose first same-class item is not in the first list.
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +36,11 @@ from dmlbench.data.base import Split
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.clustering import nmi
 from dmlbench.protocol import MetricsSpec
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
 
 MIN_FIRST_K = 16  # the first k-NN list is at least this long (a few more neighbours are free)
 
@@ -59,7 +65,7 @@ def knn(
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     gallery = np.ascontiguousarray(gallery, dtype=np.float32)
-    index = faiss_flat_l2(gallery.shape[1])  # on a GPU when faiss-gpu and a GPU are present
+    index = faiss_flat_l2(gallery.shape[1])  # on the run's GPU when faiss has GPU support
     index.add(gallery)
     extra = 0 if self_index is None else 1
     want = min(k + extra, gallery.shape[0])
@@ -277,16 +283,57 @@ def evaluate(
     return out
 
 
-def faiss_flat_l2(dim: int, use_gpu: bool = True) -> Any:
-    """An exact L2 index on the first GPU when faiss-gpu and a GPU are present, else on CPU."""
+def faiss_flat_l2(dim: int, device: torch.device | str | None = None) -> Any:
+    """An exact L2 index on the run's GPU when faiss has GPU support, else on the CPU.
+
+    Args:
+        dim: the width of the vectors.
+        device: the run's device; ``None``: torch's current CUDA device when this process has
+            initialised CUDA (a run on a GPU has), else the CPU.
+    """
     import faiss
 
     index = faiss.IndexFlatL2(dim)
-    if use_gpu and hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
-        if not _GPU_RESOURCES:
-            _GPU_RESOURCES.append(faiss.StandardGpuResources())  # must outlive the index
-        return faiss.index_cpu_to_gpu(_GPU_RESOURCES[0], 0, index)
-    return index
+    gpu = faiss_gpu(device)
+    if gpu is None:
+        return index
+    if gpu not in _GPU_RESOURCES:
+        _GPU_RESOURCES[gpu] = faiss.StandardGpuResources()  # must outlive the index
+    return faiss.index_cpu_to_gpu(_GPU_RESOURCES[gpu], gpu, index)
 
 
-_GPU_RESOURCES: list[Any] = []
+def faiss_gpu(device: torch.device | str | None = None) -> int | None:
+    """The GPU a faiss index goes on (the run's CUDA device), or ``None`` for the CPU.
+
+    faiss-cpu, the default dependency, has no GPU support, and a faiss with it would otherwise
+    put every index on GPU 0, also under a run or search worker on another GPU, or beside a run
+    on the CPU. So a GPU is used only when the run's device is CUDA and faiss can, on that
+    device; the choice is logged once per process and device, a CUDA run whose search stays on
+    the CPU as a warning saying how to install faiss with GPU support.
+    """
+    import faiss
+    import torch
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_initialized() else "cpu"
+    device = torch.device(device)
+    gpu = None
+    if device.type == "cuda":
+        gpu = torch.cuda.current_device() if device.index is None else device.index
+    if gpu is not None and not (hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus()):
+        if ("cpu-only", gpu) not in _LOGGED:
+            _LOGGED.add(("cpu-only", gpu))
+            log.warning(
+                "k-NN search on the CPU although the run is on cuda:%d: this faiss has no GPU "
+                "support (pip uninstall faiss-cpu && pip install faiss-gpu-cu12)",
+                gpu,
+            )
+        return None
+    if ("index", gpu) not in _LOGGED:
+        _LOGGED.add(("index", gpu))
+        log.info("k-NN search: faiss index on %s", "the CPU" if gpu is None else f"GPU {gpu}")
+    return gpu
+
+
+_GPU_RESOURCES: dict[int, Any] = {}  # one faiss.StandardGpuResources per GPU
+_LOGGED: set[tuple[str, int | None]] = set()  # each choice is logged once per process
