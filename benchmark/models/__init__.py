@@ -9,6 +9,7 @@ from dmlbench.models.backbones import (
     BACKBONES,
     NO_PRETRAINED,
     backbone_exists,
+    check_weights,
     create_backbone,
 )
 from dmlbench.models.head import EmbeddingNet, build_model
@@ -19,5 +20,6 @@ __all__ = [
     "EmbeddingNet",
     "backbone_exists",
     "build_model",
+    "check_weights",
     "create_backbone",
 ]

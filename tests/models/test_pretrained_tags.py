@@ -18,7 +18,7 @@ from torch import nn
 
 from dmlbench.cli.main import main
 from dmlbench.errors import DmlbenchError
-from dmlbench.models import backbone_exists, backbones, create_backbone
+from dmlbench.models import backbone_exists, backbones, check_weights, create_backbone
 
 TINY = """\
 name: glyphs-tiny
@@ -112,6 +112,19 @@ def test_torchvision_unknown_tag_is_refused(torchvision_calls: list[object]) -> 
         "closest first: IMAGENET1K_V2, IMAGENET1K_V1, DEFAULT"
     )
     assert torchvision_calls == []
+
+
+def test_check_weights_builds_and_fetches_nothing(
+    timm_calls: list[tuple[str, bool]], torchvision_calls: list[object]
+) -> None:
+    """What a protocol check can call: tags looked up in the libraries' lists only."""
+    check_weights("timm:vit_tiny_patch16_224", "augreg_in21k")
+    check_weights("torchvision:resnet50", "IMAGENET1K_V2")
+    check_weights("bn-inception", "imagenet")  # a registered factory checks its own values
+    check_weights("timm:no_such_model", "x")  # an unknown backbone is an error of its own
+    with pytest.raises(DmlbenchError, match="closest first: augreg_in21k, "):
+        check_weights("timm:vit_tiny_patch16_224", "augreg_in21")
+    assert timm_calls == [] and torchvision_calls == []
 
 
 @pytest.mark.parametrize(
