@@ -71,7 +71,7 @@ def measure(side: str, steps: int) -> dict[str, float | str | None]:
         text=True,
         check=True,
     ).stdout
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
