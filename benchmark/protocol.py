@@ -305,7 +305,7 @@ def _check_components(protocol: Protocol, source: str) -> None:
     from dmlbench.data import DATASETS
     from dmlbench.errors import DmlbenchError, RegistryError
     from dmlbench.methods import METHODS
-    from dmlbench.models import BACKBONES, backbone_exists
+    from dmlbench.models import BACKBONES, backbone_exists, check_weights
     from dmlbench.models.bn_inception import bn_inception_takes
 
     try:
@@ -322,6 +322,10 @@ def _check_components(protocol: Protocol, source: str) -> None:
         raise ProtocolError(
             f"{source}: model.backbone: unknown backbone '{protocol.model.backbone}'{hint}"
         )
+    try:  # an unknown pretrained tag: refused by validate too, not only by run
+        check_weights(protocol.model.backbone, protocol.model.pretrained)
+    except DmlbenchError as err:
+        raise ProtocolError(f"{source}: {err}") from None
     for method in protocol.methods:
         if method not in METHODS:
             hint = did_you_mean(method, METHODS.list())

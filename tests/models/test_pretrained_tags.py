@@ -147,7 +147,10 @@ def test_unknown_tag_through_the_cli_is_one_line_exit_2(
     assert main([*argv, "--results-dir", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err
     errors = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("protocol ")]
-    assert len(errors) == 1 and errors[0].startswith("error: model.pretrained: "), err
+    assert len(errors) == 1 and errors[0].startswith("error: "), err
+    assert f"{protocol}: model.pretrained: " in errors[0]
     for fragment in fragments:
         assert fragment in errors[0]
     assert not list((tmp_path / "results").rglob("*.json"))  # failed before any run
+    assert main(["validate", str(protocol)]) == 2  # validate refuses it too
+    assert "model.pretrained: " in capsys.readouterr().err
