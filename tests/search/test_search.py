@@ -191,15 +191,11 @@ def test_search_never_reads_a_test_image_and_finals_use_the_selection(
     assert len(final.curve) == final.search["epochs"]  # trained to the best validation epoch
 
 
-def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def interrupt_the_second_training(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Ctrl-C inside the second training of the process (the second trial's); returns the
+    real ``train`` to put back."""
     import dmlbench.engine.train as train_module
-    from dmlbench.data import load_data
 
-    protocol = tiny(trials=3)
-    data = load_data(protocol)
-    run = RunOptions(results_dir=tmp_path, progress=False)
     real_train, calls = train_module.train, []
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
@@ -209,6 +205,18 @@ def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
         return real_train(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "train", flaky)
+    return real_train
+
+
+def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dmlbench.data import load_data
+
+    protocol = tiny(trials=3)
+    data = load_data(protocol)
+    run = RunOptions(results_dir=tmp_path, progress=False)
+    interrupt_the_second_training(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
     storage = f"sqlite:///{tmp_path}/optuna.db"
@@ -360,15 +368,7 @@ def test_a_resumed_search_runs_exactly_the_uninterrupted_trials(
     expected = tune(protocol, "contrastive", data.train, data.fingerprint, calm, SearchOptions())
 
     run = RunOptions(results_dir=tmp_path / "resumed", progress=False)
-    real_train, calls = train_module.train, []
-
-    def stop_at_second(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_train(*args, **kwargs)
-
-    monkeypatch.setattr(train_module, "train", stop_at_second)
+    real_train = interrupt_the_second_training(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
     monkeypatch.setattr(train_module, "train", real_train)
