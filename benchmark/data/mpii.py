@@ -41,7 +41,7 @@ from pydantic import Field
 
 from dmlbench.data.base import DATASETS, DatasetSource, DataSplits, Split, fingerprint_arrays
 from dmlbench.errors import DataError
-from dmlbench.protocol import Float, ImagesSpec, Int, StrictModel
+from dmlbench.protocol import MAX_K, Float, ImagesSpec, Int, StrictModel
 
 PICKLE_ALLOWED = {
     (module, name)
@@ -57,7 +57,9 @@ PICKLE_ALLOWED = {
 class MpiiParams(StrictModel):
     train_dir: str = "train"
     test_dir: str = "val"
-    num_queries: Int = Field(1919, ge=1, description="the first N test images are the queries")
+    num_queries: Int = Field(
+        1919, ge=1, le=MAX_K, description="the first N test images are the queries"
+    )
     mld_scale: Float = Field(224 / 288, gt=0.0, description="factor on mean label distance")
 
 

@@ -37,7 +37,7 @@ from dmlbench.data.base import (
     fingerprint_arrays,
 )
 from dmlbench.data.npz_cache import load_or_rebuild
-from dmlbench.protocol import Float, Int, StrictModel
+from dmlbench.protocol import MAX_SEED, Float, Int, StrictModel
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +92,14 @@ BRIGHT, MID, DIM = 255, 200, 130  # right limbs, torso/head, left limbs
 
 class PosesParams(StrictModel):
     image_size: Int = Field(64, ge=24, le=256)
-    train_poses: Int = Field(40, ge=2)
-    test_poses: Int = Field(20, ge=1)
-    images_per_pose: Int = Field(40, ge=2)
+    # Upper bounds: one line at validation instead of an hour of generating (or an
+    # allocation error) for a mistyped count.
+    train_poses: Int = Field(40, ge=2, le=100_000)
+    test_poses: Int = Field(20, ge=1, le=100_000)
+    images_per_pose: Int = Field(40, ge=2, le=10_000)
     angle_noise: Float = Field(12.0, ge=0.0, le=60.0, description="degrees, every angle")
-    query_every: Int = Field(8, ge=2, description="every n-th test image is a query")
-    seed: Int = 0
+    query_every: Int = Field(8, ge=2, le=10_000, description="every n-th test image is a query")
+    seed: Int = Field(0, ge=0, le=MAX_SEED)
 
 
 def base_poses(params: PosesParams) -> np.ndarray:

@@ -79,6 +79,10 @@ def nothing_written(tmp_path: Path) -> bool:
         ("trials: 0", "trials: 1000000", ["search.trials", "less than or equal to 100000"]),
         ("data:", "images: {test: {resize: 100000}}\ndata:",
          ["images.test.resize", "less than or equal to 4096"]),
+        ("num_classes: 8", "num_classes: 99999999999",
+         ["data.params.num_classes", "less than or equal to 100000"]),
+        ("instances_per_font: 1}", "instances_per_font: 1, seed: 99999999999999999999}",
+         ["data.params.seed", f"less than or equal to {MAX_SEED}"]),
     ],
 )  # fmt: skip
 def test_an_integer_beyond_its_bound_is_one_line_from_validate_and_run(
@@ -188,3 +192,19 @@ def test_an_empty_list_flag_is_one_line_not_a_run_of_nothing(
     """``--seed ''`` used to run nothing and exit 0."""
     one_error(run_argv(tmp_path, "glyphs-mini", flag, value), capsys, f"{flag}: empty")
     assert nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("source", "key", "value"),
+    [("poses", "train_poses", 99999999999), ("poses", "images_per_pose", 10**6),
+     ("poses", "seed", 2**31), ("mpii-pose", "num_queries", 10**12)],
+)  # fmt: skip
+def test_data_set_counts_are_bounded_too(source: str, key: str, value: int) -> None:
+    """A mistyped count of a generated or read data set is a validation error (one line
+    through the same path as the glyphs cases above), not an hour of generating."""
+    from pydantic import ValidationError
+
+    from dmlbench.data import DATASETS
+
+    with pytest.raises(ValidationError, match="less than or equal to"):
+        DATASETS.get(source).Params.model_validate({key: value})
