@@ -62,3 +62,49 @@ def test_sigint_during_search_then_resume(tmp_path: Path) -> None:
     assert len(trials) == 3  # the interrupted attempt wrote no record
     finals = [r for r in load_records(results)[0] if r.stage == "final"]
     assert {r.method for r in finals} == {"contrastive", "untrained"}
+
+
+def _trials(results: Path) -> list[tuple[object, ...]]:
+    import json
+
+    return sorted(
+        (r.trial, json.dumps(r.hparams, sort_keys=True), r.metrics, r.curve, r.search["state"])
+        for r in load_records(results)[0]
+        if r.stage == "search-trial"
+    )
+
+
+@pytest.mark.heavy  # three subprocess searches per signal: minutes
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=str)
+def test_a_search_stopped_by_any_signal_resumes_to_the_uninterrupted_trials(
+    sig: signal.Signals, tmp_path: Path
+) -> None:
+    """`dmlbench search` stopped inside its second trial by SIGINT, SIGTERM or SIGKILL, then
+    run again: every trial record (slot, setting, curve, state, value) equals that of the
+    same search run without interruption."""
+    protocol = tiny(trials=3, **{"optim.epochs": 8})
+    load_data(protocol)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")))
+
+    def argv(results: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "dmlbench", "search", "--protocol", str(path),
+            "--method", "contrastive", "--results-dir", str(results), "--no-progress",
+        ]  # fmt: skip
+
+    calm, stopped = tmp_path / "calm", tmp_path / "stopped"
+    subprocess.run(argv(calm), check=True, capture_output=True, timeout=600)
+    proc = subprocess.Popen(argv(stopped), stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + 300
+    while not list(stopped.rglob("*trial0000-search-trial.json")):
+        assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
+        assert time.monotonic() < end, "no trial finished"
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the second trial
+    proc.send_signal(sig)
+    proc.communicate(timeout=300)
+    assert len(_trials(stopped)) == 1  # the interrupted trial wrote no record
+    done = subprocess.run(argv(stopped), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert _trials(stopped) == _trials(calm)
