@@ -6,11 +6,27 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dmlbench.errors import DmlbenchError, did_you_mean
+
+
+def check_some_match(kind: str, pattern: str, matched: list[str], known: list[str]) -> None:
+    """A PATTERN that matches nothing is an error, not an empty table with exit 0: a mistyped
+    name (``multisimilarity``) would otherwise read as "not a method of dmlbench".
+
+    Raises:
+        DmlbenchError: nothing matched; the closest known name is suggested.
+    """
+    if not matched:
+        hint = did_you_mean(pattern, known)
+        raise DmlbenchError(
+            f"no {kind} matches '{pattern}'{hint}; `dmlbench list {kind}s` lists all"
+        )
+
 
 def cmd_list(args: argparse.Namespace) -> int:
     if args.what == "methods":
         from dmlbench.methods import METHODS, load_plugins
-        from dmlbench.methods.pml import list_pml
+        from dmlbench.methods.pml import PREFIX, list_pml, loss_classes
 
         load_plugins(args.plugin)
         names = METHODS.list(args.pattern)
@@ -19,6 +35,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             found = list_pml(args.pattern)
             refused = {n: why for n, why in found if why}
             names = [n for n, why in found if not why]
+            known = [PREFIX + n for n in loss_classes()]
+            check_some_match("method", args.pattern, [n for n, _ in found], known)
+        else:
+            check_some_match("method", args.pattern, names, METHODS.list())
         rows = []
         for name in names:
             cls = METHODS.get(name)
@@ -44,21 +64,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.what == "protocols":
         from dmlbench.protocol import builtin_names, load_protocol
 
-        for name in builtin_names():
+        known = builtin_names()
+        names = [n for n in known if Path(n).match(args.pattern)]
+        check_some_match("protocol", args.pattern, names, known)
+        for name in names:
             p = load_protocol(name)
-            if Path(name).match(args.pattern):
-                print(f"{name:16} v{p.version}  {p.short_hash}  {p.description}")
+            print(f"{name:16} v{p.version}  {p.short_hash}  {p.description}")
     elif args.what == "backbones":
         from dmlbench.models import BACKBONES
 
-        for name in BACKBONES.list(args.pattern):
+        names = BACKBONES.list(args.pattern)
+        check_some_match("backbone", args.pattern, names, BACKBONES.list())
+        for name in names:
             print(name)
         print("timm:<name>         any timm model (timm.list_models())")
         print("torchvision:<name>  any torchvision classification model")
     else:
         from dmlbench.data import DATASETS
 
-        for name in DATASETS.list(args.pattern):
+        names = DATASETS.list(args.pattern)
+        check_some_match("dataset", args.pattern, names, DATASETS.list())
+        for name in names:
             print(f"{name:16} {DATASETS.get(name).description}")
     return 0
 
