@@ -53,6 +53,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
+    from dmlbench.cli.options import add_plugin_option
+
     p = subparsers.add_parser(
         "embed",
         help="embed images with the network a final run kept",
@@ -75,11 +77,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--data-root", default=None, help="data root, overriding the protocol's")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1 or auto")
     p.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
-    p.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE to register the record's method when it is a plugin (repeatable)",
+    add_plugin_option(
+        p, help="import MODULE to register the record's method when it is a plugin (repeatable)"
     )
     p.set_defaults(func=cmd_embed)

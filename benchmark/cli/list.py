@@ -90,6 +90,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
+    from dmlbench.cli.options import add_plugin_option
+
     lst = subparsers.add_parser(
         "list",
         help="list methods, protocols, backbones or data sets",
@@ -98,13 +100,7 @@ def add_parser(subparsers: Any) -> None:
     )
     lst.add_argument("what", choices=["methods", "protocols", "backbones", "datasets"])
     lst.add_argument("pattern", nargs="?", default="*", help="filter (default: *)")
-    lst.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (its methods are listed too)",
-    )
+    add_plugin_option(lst, help="import MODULE first (its methods are listed too)")
     lst.add_argument(
         "--sources",
         action="store_true",

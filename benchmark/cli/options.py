@@ -133,14 +133,18 @@ def add_common_options(
     )
     if force:
         parser.add_argument("--force", action="store_true", help="recompute existing records")
-    parser.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE to register extra methods (repeatable)",
-    )
+    add_plugin_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def add_plugin_option(
+    parser: argparse.ArgumentParser,
+    help: str = "import MODULE to register extra methods (repeatable)",
+) -> None:
+    """``--plugin MODULE`` (repeatable), one spelling for every command that names methods;
+    the command passes ``args.plugin`` to :func:`dmlbench.methods.load_plugins` before it
+    resolves a method name, so a plugin's method is known wherever a built-in one is."""
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE", help=help)
 
 
 def resolve_methods(protocol: Any, names: list[str] | None) -> list[str]:

@@ -8,9 +8,11 @@ from typing import Any
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from dmlbench.methods import load_plugins
     from dmlbench.protocol import load_protocol
     from dmlbench.protocols import check_lock, write_lock
 
+    load_plugins(args.plugin)  # a protocol may name a plugin's method, as `run` accepts it
     if args.lock:
         print(f"written: {write_lock()}")
         return 0
@@ -28,6 +30,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
+    from dmlbench.cli.options import add_plugin_option
+
     val = subparsers.add_parser(
         "validate",
         help="check protocol files",
@@ -40,5 +44,9 @@ def add_parser(subparsers: Any) -> None:
         "--lock",
         action="store_true",
         help="rewrite protocols.lock (refuses content changes without a version bump)",
+    )
+    add_plugin_option(
+        val,
+        help="import MODULE first, so that a protocol naming its methods validates (repeatable)",
     )
     val.set_defaults(func=cmd_validate)
