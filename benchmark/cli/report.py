@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dmlbench.errors import DmlbenchError
+from dmlbench.errors import DmlbenchError, did_you_mean
 
 if TYPE_CHECKING:
     from dmlbench.records import Record
@@ -25,13 +25,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     # The committed leaderboard (results/leaderboard) is its own board: mixed into a user's
     # results it would count its seeds a second time. Read only when asked for.
     skip = () if args.include_leaderboard else ("leaderboard",)
-    records, problems = load_records(root, skip=skip)
+    read, problems = load_records(root, skip=skip)
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
-    if args.protocol:
-        records = [r for r in records if r.protocol.name == args.protocol]
-    if not records:
-        raise DmlbenchError(f"{root}: no records found")
+    records = select_records(read, root, args)
     if args.format == "json":
         return _write_json(records, reports)
     written = build_reports(records, reports, root / "published")
@@ -40,6 +37,48 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(path.read_text(encoding="utf-8"))
     print(f"written: {len(written)} files to {args.reports_dir} (.md .csv .tex .html .png .svg)")
     return 0
+
+
+def select_records(read: list[Record], root: Path, args: argparse.Namespace) -> list[Record]:
+    """The records ``report`` tabulates: sweep points only with ``--sweeps`` (or a
+    ``--protocol`` naming one), and only ``--protocol``'s.
+
+    A sweep's points (``P@KEY=VALUE``, :func:`dmlbench.report.plots.is_sweep_point`) are one
+    experiment with its own report (``dmlbench sweep``, or ``--sweeps``): mixed into the default
+    report, a fresh clone's ``results/sweeps`` alone gave 177 files.
+
+    Raises:
+        DmlbenchError: nothing left; the one line names each filter applied, the folder read
+            and the closest protocol name there, since "no records found" alone sends a user
+            looking in the wrong place.
+    """
+    from dmlbench.report.plots import is_sweep_point
+
+    sweeps = args.sweeps or (args.protocol is not None and is_sweep_point(args.protocol))
+    swept = [r for r in read if is_sweep_point(r.protocol.name)]
+    records = read if sweeps else [r for r in read if not is_sweep_point(r.protocol.name)]
+    candidates = records
+    if args.protocol:
+        records = [r for r in records if r.protocol.name == args.protocol]
+    if records:
+        return records
+    where = f"{root}: no records found"
+    if args.protocol:
+        names = sorted({r.protocol.name for r in candidates})
+        hint = did_you_mean(args.protocol, names)
+        shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+        there = f"; protocols there: {shown}" if names else ""
+        where += f" for --protocol {args.protocol}{hint}{there}"
+    left_out = []
+    if not args.include_leaderboard and (root / "leaderboard").is_dir():
+        left_out.append(f"{root / 'leaderboard'} (--include-leaderboard reads it)")
+    if swept and not sweeps:
+        left_out.append(f"{len(swept)} records of sweep points (--sweeps reports them)")
+    if left_out:
+        where += "; left out: " + ", ".join(left_out)
+    if not read:
+        where += "; `dmlbench run` writes records there"
+    raise DmlbenchError(where)
 
 
 def _write_json(records: list[Record], reports_dir: Path) -> int:
@@ -73,13 +112,21 @@ def add_parser(subparsers: Any) -> None:
         "seeds), a bar plot, a critical-difference diagram, reported-vs-reproduced, confidence "
         "and budget tables and an HTML page, plus ranking.md (one ranking per label kind) and "
         "X-defaults-vs-tuned.md where X and X@defaults are both present; with --format json "
-        "only REPORTS_DIR/results.json, one row per record and metric.",
+        "only REPORTS_DIR/results.json, one row per record and metric. Sweep points are left out "
+        "unless --sweeps is given.",
     )
     report.add_argument(
         "--results-dir", default="results", help="records to read (default: results)"
     )
     report.add_argument("--reports-dir", default="reports", help="output folder (default: reports)")
     report.add_argument("--protocol", default=None, help="only this protocol name")
+    report.add_argument(
+        "--sweeps",
+        action="store_true",
+        help="also the records of sweep points (protocols named PROTOCOL@KEY=VALUE by "
+        "`dmlbench sweep`): a table per point and a plot per sweep, never ranked; left out by "
+        "default (`--results-dir results/sweeps --sweeps` reports the committed sweeps)",
+    )
     report.add_argument(
         "--include-leaderboard",
         action="store_true",

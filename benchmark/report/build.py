@@ -20,7 +20,8 @@ with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
   found beside it (so plots other commands write there with that stem appear too).
 
 And ``ranking.md`` / ``.csv``: the average rank of each method across the hashes present, one
-ranking per label kind; ``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X``
+ranking per label kind, sweep points left out (none written when only sweep points are
+present); ``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X``
 reported beside ``X@defaults`` (:mod:`dmlbench.report.defaults`);
 ``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep (``dmlbench sweep``) found; and
 ``index.html`` linking every page and diagram, with the sweep plots, the defaults-vs-tuned
@@ -54,7 +55,7 @@ from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
 from dmlbench.report.html import Page, render_index, render_page
 from dmlbench.report.latex import latex_table
-from dmlbench.report.plots import sweep_points, write_sweep_plots
+from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
     NOT_PERCENT,
     PublishedEntry,
@@ -124,9 +125,12 @@ def build_reports(
         log.warning("notes for %s: no final record of that protocol; not printed", name)
     out_dir.mkdir(parents=True, exist_ok=True)
     published = load_published(published_dir)
-    eligible = [r for r in finals if not r.overrides]
-    rankings = ranks_by_kind(records_frame(eligible or finals))
-    smoke = None if eligible else RANKING_SMOKE
+    # A sweep's points are one experiment, not protocols: ranked as such, 14 points of two
+    # sweeps would outweigh the boards. They get tables and plots, no ranking.
+    rankable = [r for r in finals if not is_sweep_point(r.protocol.name)]
+    eligible = [r for r in rankable if not r.overrides]
+    rankings = ranks_by_kind(records_frame(eligible or rankable)) if rankable else {}
+    smoke = None if eligible or not rankable else RANKING_SMOKE
     pages: list[tuple[Path, Page]] = []
     written: list[Path] = []
     cds: list[tuple[str, str]] = []
@@ -134,7 +138,8 @@ def build_reports(
         if any(r.stage == "final" for r in groups[key]):
             group, overridden = groups[key], key[1]
             lines = [] if overridden else list(notes.get(group[0].protocol.name, ()))
-            paths, page = _one_group(group, overridden, out_dir, published, rankings, smoke, lines)
+            own = {} if is_sweep_point(group[0].protocol.name) else rankings
+            paths, page = _one_group(group, overridden, out_dir, published, own, smoke, lines)
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
             cds += [
@@ -166,7 +171,7 @@ def build_reports(
     sweeps = [p.name for p in sweep_pngs] + list(linked_sweeps or [])
     atomic_write_text(index, render_index(titles, sweeps, shown, cds, dvt_tables))
     written.append(index)
-    return written + write_rankings(rankings, out_dir, smoke)
+    return written + (write_rankings(rankings, out_dir, smoke) if rankable else [])
 
 
 def write_rankings(

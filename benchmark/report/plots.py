@@ -62,12 +62,23 @@ def parse_value(token: str) -> Any:
 
 
 def parse_sweep_name(name: str) -> tuple[str, str, Any] | None:
-    """``("poses", "model.embedding_size", 16)`` from ``poses@model.embedding_size=16``."""
+    """``("poses", "model.embedding_size", 16)`` from ``poses@model.embedding_size=16``.
+
+    ``<protocol>@trials=N`` (``--trials N``: another tuning budget, a protocol of its own) is
+    not a sweep point: it is reported and ranked like its base protocol.
+    """
     base, at, rest = name.rpartition("@")
     key, eq, token = rest.partition("=")
-    if not at or not eq or not base or not key:
+    if not at or not eq or not base or not key or key == "trials":
         return None
     return base, key, parse_value(token)
+
+
+def is_sweep_point(name: str) -> bool:
+    """Whether a protocol name is one point of a sweep (``dmlbench sweep``): such records are
+    plotted against the swept value, and are not protocols of their own to rank or to report
+    by default."""
+    return parse_sweep_name(name) is not None
 
 
 def sweep_points(records: Iterable[Record]) -> pd.DataFrame:

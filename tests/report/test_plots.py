@@ -59,6 +59,7 @@ def test_parse_sweep_name() -> None:
     )
     assert parse_sweep_name("a@b@optim.lr=1e-3") == ("a@b", "optim.lr", 1e-3)
     assert parse_sweep_name("poses") is None and parse_sweep_name("poses@key") is None
+    assert parse_sweep_name("poses@trials=4") is None  # --trials 4: another budget, not a sweep
 
 
 def test_sweep_points_mean_std_per_value_and_method() -> None:
