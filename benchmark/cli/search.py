@@ -64,6 +64,10 @@ def _status(protocol: Any, methods: list[str], run: Any) -> int:
     from dmlbench.search.study import count_trials, study_name
 
     quiet_optuna()
+    missing = _missing_database(run.search.storage, run.results_dir)
+    if missing is not None:  # a query creates nothing: opening would write an empty database
+        print(f"no study: {missing} does not exist (`dmlbench search` or `dmlbench run` makes it)")
+        return 0
     url = storage_url(run.search, run.results_dir)
     storage = open_storage(url, run.search)
     known = {s.study_name for s in optuna.get_all_study_summaries(storage)}
@@ -86,6 +90,27 @@ def _status(protocol: Any, methods: list[str], run: Any) -> int:
     return 0
 
 
+def _missing_database(storage: str | None, results_dir: Path) -> Path | None:
+    """The SQLite file a status query would read, when it does not exist (else ``None``).
+
+    Opening a storage creates it (the default ``RESULTS_DIR/optuna.db`` and its folder, or the
+    file of a ``sqlite:///`` URL), which a question about a study must not do. A server URL
+    (PostgreSQL) is left to the query, which creates no file.
+    """
+    if storage is None:
+        path = Path(results_dir) / "optuna.db"
+    elif storage.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+
+        database = make_url(storage).database
+        if not database or database == ":memory:":
+            return None
+        path = Path(database)
+    else:
+        return None
+    return None if path.exists() else path
+
+
 def add_parser(subparsers: Any) -> None:
     from dmlbench.cli.options import add_budget_options, add_common_options
 
@@ -100,6 +125,10 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common_options(p, seeds=False, reports=False, force=False)
-    p.add_argument("--status", action="store_true", help="print each study's state and exit")
+    p.add_argument(
+        "--status",
+        action="store_true",
+        help="print each study's state and exit (0, also with no study yet; creates no file)",
+    )
     add_budget_options(p)
     p.set_defaults(func=cmd_search)
