@@ -8,6 +8,7 @@ a traceback; everything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -33,6 +34,16 @@ class RegistryError(DmlbenchError, KeyError):
 
 class DataError(DmlbenchError):
     """A data set root, index file or image is missing or corrupt; the message names the path."""
+
+
+class MissingFile(DataError):
+    """A file or folder a data set reads is not under its root; ``paths``: what was looked for
+    (any one would do). Kept apart from other data errors so that the data loader can look one
+    folder down for it (a root given one level too high is the common mistake)."""
+
+    def __init__(self, message: str, *paths: Path) -> None:
+        super().__init__(message)
+        self.paths = paths
 
 
 class NonFiniteLossError(DmlbenchError):

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
+from dmlbench.errors import MissingFile
 from dmlbench.registry import Registry
 
 if TYPE_CHECKING:
@@ -188,7 +189,18 @@ def load_data(
             data_root,
             protocol.data.dataset,
         )
-    return source.load(params, protocol.data_root(data_root), cache or cache_dir())
+    root = protocol.data_root(data_root)
+    try:
+        return source.load(params, root, cache or cache_dir())
+    except MissingFile as err:
+        if root is None:
+            raise
+        from dmlbench.data.files import child_root_hint
+
+        hint = child_root_hint(root, err)
+        if not hint:
+            raise
+        raise MissingFile(f"{err}{hint}", *err.paths) from None
 
 
 def fingerprint_arrays(*arrays: np.ndarray, extra: str = "") -> str:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, require_file, to_int, walk_files
-from dmlbench.errors import DataError
+from dmlbench.errors import DataError, MissingFile
 from dmlbench.protocol import Int, StrictModel
 
 CSV_IMAGE_DIRS = ("car_data/car_data/{}", "car_data/{}", "{}", "cars_{}")
@@ -74,9 +74,10 @@ def read_csv_split(root: Path, split: str) -> list[tuple[str, int]]:
         (root / d.format(split) for d in CSV_IMAGE_DIRS if (root / d.format(split)).is_dir()), None
     )
     if image_dir is None:
-        raise DataError(
+        raise MissingFile(
             f"{root / CSV_IMAGE_DIRS[0].format(split)}: image folder not found "
-            f"(the images listed in {path.name})"
+            f"(the images listed in {path.name})",
+            *(root / d.format(split) for d in CSV_IMAGE_DIRS),
         )
     by_name: dict[str, Path] = {}
     for file in walk_files(image_dir):
@@ -114,9 +115,11 @@ class Cars196(ImageSource):
             elif (root / "anno_train.csv").is_file():
                 kind = "csv"
             else:
-                raise DataError(
+                raise MissingFile(
                     f"{root}: neither cars_annos.mat nor anno_train.csv/anno_test.csv "
-                    "found (run `dmlbench data prepare cars196 --root DIR` for the layout)"
+                    "found (run `dmlbench data prepare cars196 --root DIR` for the layout)",
+                    root / "cars_annos.mat",
+                    root / "anno_train.csv",
                 )
         rows = (
             read_mat(root / "cars_annos.mat")

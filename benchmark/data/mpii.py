@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import Field
 
 from dmlbench.data.base import DATASETS, DatasetSource, DataSplits, Split, fingerprint_arrays
-from dmlbench.errors import DataError
+from dmlbench.errors import DataError, MissingFile
 from dmlbench.protocol import MAX_K, Float, ImagesSpec, Int, StrictModel
 
 PICKLE_ALLOWED = {
@@ -73,7 +73,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 def load_pickle(path: Path) -> dict[str, np.ndarray]:
     """A bundle pickle: a dict of numpy arrays, read with the restricted unpickler."""
     if not path.is_file():
-        raise DataError(f"{path}: neighbour file not found")
+        raise MissingFile(f"{path}: neighbour file not found", path)
     try:
         with path.open("rb") as fh:
             data = _NumpyOnlyUnpickler(fh, encoding="latin1").load()
@@ -88,7 +88,7 @@ def load_matrix(path: Path) -> np.ndarray:
     from scipy.io import loadmat
 
     if not path.is_file():
-        raise DataError(f"{path}: test distance matrix not found")
+        raise MissingFile(f"{path}: test distance matrix not found", path)
     try:
         return np.asarray(loadmat(str(path), variable_names=["dist_pose_val"])["dist_pose_val"])
     except (ValueError, KeyError, NotImplementedError, OSError) as err:
@@ -102,7 +102,7 @@ def image_files(folder: Path) -> list[Path]:
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
     if not folder.is_dir():
-        raise DataError(f"{folder}: image folder not found")
+        raise MissingFile(f"{folder}: image folder not found", folder)
     return [
         Path(dirpath) / name
         for dirpath, _, names in sorted(os.walk(folder, followlinks=True))
