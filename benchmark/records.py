@@ -383,6 +383,12 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def record_precision(record: Record) -> str:
+    """``env.precision``; ``"fp32"`` for records made before it was recorded (all on the CPU,
+    where autocast is off). Committed records are not rewritten: their SHA-256 is checked."""
+    return str(record.env.get("precision") or "fp32")
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity on Linux, else all of them)."""
     try:
@@ -391,13 +397,17 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def environment(device: str) -> dict[str, Any]:
+def environment(device: str, precision: str) -> dict[str, Any]:
+    """The machine and settings a record was made with; ``precision`` is the run's training
+    precision (``Accel.precision``: ``fp32``, ``bf16``, ``fp16``), the same for its untrained
+    baseline so that both share a table."""
     import torch
 
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "device": device,
+        "precision": precision,
         "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
         "torch_threads": torch.get_num_threads(),
         "simd": simd_in_force(),

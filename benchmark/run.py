@@ -322,7 +322,7 @@ def run_one(
             images_per_second=ips,
             steps=steps,
         ),
-        env=environment(str(device)),
+        env=environment(str(device), options.accel.precision(device)),
         command=command_line(),
         artifacts=artifacts,
         query_hits=query_hits,

@@ -24,7 +24,7 @@ def make(method: str = "contrastive", seed: int = 0, h: str = "a" * 64, **metric
         seed=seed,
         metrics=metrics or {"recall@1": 0.5},
         timings=Timings(wall_seconds=1.0),
-        env=environment("cpu"),
+        env=environment("cpu", "fp32"),
     )
 
 

@@ -86,15 +86,17 @@ def _write_json(records: list[Record], reports_dir: Path) -> int:
     records this command read (so ``--protocol`` and ``--include-leaderboard`` apply).
 
     The data get the tables' checks: a run present twice is one row set (with the tables'
-    warning), and a protocol hash computed on two copies of the data is refused, since a
-    reader averaging the rows would otherwise count a seed twice or mix data sets.
+    warning), and a protocol hash computed on two copies of the data or in two precisions is
+    refused, since a reader averaging the rows would otherwise count a seed twice or mix
+    conditions.
     """
     from dmlbench.records import atomic_write_text
-    from dmlbench.report.build import check_one_data_copy, unique_records
+    from dmlbench.report.build import unique_records
+    from dmlbench.report.tables import check_one_condition
     from dmlbench.results import results_frame, results_json
 
     records = unique_records(records)
-    check_one_data_copy(records)
+    check_one_condition(records)
     frame = results_frame(records)
     reports_dir.mkdir(parents=True, exist_ok=True)
     path = reports_dir / "results.json"

@@ -129,6 +129,17 @@ class Accel:
     channels_last: bool = False
     compile_model: bool = False
 
+    def precision(self, device: torch.device | str) -> str:
+        """The training precision on ``device``: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
+
+        The one place it is decided: the training step autocasts to it and every record
+        carries it (``env.precision``), so a table never averages bf16 with fp32 runs.
+        Autocast is enabled on CUDA only, so the CPU is ``"fp32"`` whatever ``amp`` says.
+        """
+        if torch.device(device).type != "cuda" or self.amp == "off":
+            return "fp32"
+        return "fp16" if self.amp == "fp16" else "bf16"
+
 
 def train(
     protocol: Protocol,
@@ -398,11 +409,10 @@ class _Stepper:
     accel: Accel
 
     def __post_init__(self) -> None:
-        self.use_amp = self.device.type == "cuda" and self.accel.amp != "off"
-        self.amp_dtype = torch.float16 if self.accel.amp == "fp16" else torch.bfloat16
-        self.scaler = torch.amp.GradScaler(
-            "cuda", enabled=self.use_amp and self.accel.amp == "fp16"
-        )
+        precision = self.accel.precision(self.device)
+        self.use_amp = precision != "fp32"
+        self.amp_dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        self.scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float:
         """Returns the loss value; a non-finite loss is returned without stepping."""

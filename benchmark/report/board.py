@@ -32,6 +32,7 @@ from dmlbench.report.significance import (
 )
 from dmlbench.report.tables import (
     UNTRAINED,
+    check_one_condition,
     format_table,
     metric_columns,
     numeric_summary,
@@ -178,6 +179,7 @@ def write_reports(
     Returns (title, markdown path, markdown text) per table.
     """
     notes = notes or {}
+    check_one_condition(records)  # `dmlbench run` and `sweep` print these tables
     df = records_frame(r for r in records if r.stage == "final")
     if df.empty:
         return []

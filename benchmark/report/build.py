@@ -45,7 +45,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dmlbench.errors import DmlbenchError
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.bars import save_bars
 from dmlbench.report.board import analyse_board, write_reports
@@ -66,6 +65,7 @@ from dmlbench.report.published import (
 from dmlbench.report.ranking import TRACKS, label_kind, ranks_by_kind
 from dmlbench.report.tables import (
     MixedProtocolsError,
+    check_one_condition,
     format_table,
     numeric_summary,
     records_frame,
@@ -113,7 +113,7 @@ def build_reports(
     tests, when there are none), one per label kind.
     """
     records = unique_records(records)
-    check_one_data_copy(records)
+    check_one_condition(records)
     groups: dict[tuple[str, bool], list[Record]] = defaultdict(list)
     for r in records:
         groups[(r.protocol.hash, bool(r.overrides))].append(r)
@@ -220,27 +220,6 @@ def unique_records(records: Iterable[Record]) -> list[Record]:
         seen[key] = r
         out.append(r)
     return out
-
-
-def check_one_data_copy(records: Iterable[Record]) -> None:
-    """Refuse a protocol hash whose records were computed on different data.
-
-    ``data.root`` is not part of the protocol hash (it is machine-specific), so two copies of
-    a data set (one damaged or re-packed) give the same hash; the data fingerprint in every
-    record tells them apart, and one table must never average over both.
-    """
-    prints: dict[str, set[str]] = defaultdict(set)
-    names: dict[str, str] = {}
-    for r in records:
-        prints[r.protocol.hash].add(r.data_fingerprint)
-        names[r.protocol.hash] = r.protocol.name
-    for h, fps in prints.items():
-        if len(fps) > 1:
-            shown = ", ".join(sorted(f[:12] for f in fps))
-            raise DmlbenchError(
-                f"{names[h]} ({h[:12]}): records computed on different data (fingerprints "
-                f"{shown}); report them from separate results folders"
-            )
 
 
 def _one_group(

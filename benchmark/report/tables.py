@@ -16,7 +16,7 @@ import pandas as pd
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import Record
+from dmlbench.records import Record, record_precision
 
 METRIC_ORDER = ("recall@", "map@r", "r_precision", "nmi", "ndcg@", "mld@")
 HIDDEN = {"queries", "lone_queries"}
@@ -25,6 +25,41 @@ UNTRAINED = "untrained"
 
 class MixedProtocolsError(DmlbenchError):
     """Records of different protocol hashes were passed to one table."""
+
+
+def check_one_condition(records: Iterable[Record]) -> None:
+    """Refuse a protocol hash whose records were made under different conditions that the hash
+    does not cover: different data, or a different training precision.
+
+    ``data.root`` is not part of the protocol hash (it is machine-specific), so two copies of
+    a data set (one damaged or re-packed) give the same hash; the data fingerprint in every
+    record tells them apart. Neither is the precision (``--amp``, a run option): bf16 on CUDA
+    and fp32 on the CPU give different numbers under one hash, told apart by ``env.precision``
+    (``fp32`` where a record predates it). One table must never average over either.
+
+    Raises:
+        DmlbenchError: one line naming the protocol, its hash and both values.
+    """
+    conditions: dict[str, tuple[str, set[str], set[str]]] = {}
+    for r in records:
+        name, prints, precisions = conditions.setdefault(
+            r.protocol.hash, (r.protocol.name, set(), set())
+        )
+        prints.add(r.data_fingerprint)
+        precisions.add(record_precision(r))
+    for h, (name, prints, precisions) in conditions.items():
+        if len(prints) > 1:
+            shown = ", ".join(sorted(f[:12] for f in prints))
+            raise DmlbenchError(
+                f"{name} ({h[:12]}): records computed on different data (fingerprints "
+                f"{shown}); report them from separate results folders"
+            )
+        if len(precisions) > 1:
+            raise DmlbenchError(
+                f"{name} ({h[:12]}): records trained in different precisions "
+                f"({', '.join(sorted(precisions))}); report them from separate results folders "
+                "(`--amp off` trains in fp32 on CUDA too)"
+            )
 
 
 def variant_label(overrides: Mapping[str, Any]) -> str:

@@ -370,6 +370,7 @@ def _write_trial_record(
     train_seconds: float,
     wall_seconds: float,
 ) -> None:
+    from dmlbench.engine.train import resolve_device
     from dmlbench.records import (
         ProtocolRef,
         Record,
@@ -392,7 +393,7 @@ def _write_trial_record(
         overrides=run.overrides,
         search=search,
         timings=Timings(wall_seconds=wall_seconds, train_seconds=train_seconds, steps=steps),
-        env=environment(run.device),
+        env=environment(run.device, run.accel.precision(resolve_device(run.device))),
         command=command_line(),
     )
     save_record(record, _trial_path(protocol, method, _slot(trial), run))
