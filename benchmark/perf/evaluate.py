@@ -88,7 +88,9 @@ def ours_calls(x: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, Callab
     }
 
 
-def peer_calls(x: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, Callable[[], Any]]:
+def peer_calls(
+    x: np.ndarray, labels: np.ndarray, seed: int, device: torch.device | str = "cpu"
+) -> dict[str, Callable[[], Any]]:
     from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
     from pytorch_metric_learning.utils.inference import FaissKMeans
 
@@ -98,7 +100,7 @@ def peer_calls(x: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, Callab
     calc = AccuracyCalculator(
         include=tuple(PAIRS.values()),
         k="max_bin_count",
-        device=torch.device("cpu"),
+        device=torch.device(device),
         kmeans_func=kmeans,
     )
     emb = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)

@@ -163,3 +163,18 @@ def test_simd_script_compares_the_two_mkl_branches(capsys: pytest.CaptureFixture
     assert (branch["ours"], branch["peer"]) == ("COMPATIBLE,STRICT", "AUTO")
     step = rows["training step, ms (glyphs-mini batch, contrastive, one thread)"]
     assert float(step["ours"]) > 0 and float(step["peer"]) > 0 and float(step["ratio"]) > 0
+
+
+def test_gpu_script_runs_on_a_cpu_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from dmlbench.perf import gpu as perf_gpu
+
+    args = ["--device", "cpu", "--backbones", "small-cnn", "--batch", "10", "--image-size"]
+    args += ["32", "--steps", "2", "--embedding", "16", "--eval-size", "600,16,50"]
+    assert perf_gpu.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "gpu: none (figures are the CPU's; they say nothing about GPU hours)" in printed
+    assert "| small-cnn | fp32 | yes |" in printed and "bf16" not in printed  # no autocast
+    rows = {row["figure"]: row for row in parse_table(printed)}
+    assert float(rows["small-cnn: fp32 channels-last / fp32 images/s"]["ratio"]) > 0
+    assert float(rows["evaluation 600×16: MAP@R, absolute difference ours − peer"]["ours"]) < 1e-6
+    assert float(rows["evaluation 600×16: retrieval metrics, s"]["ratio"]) > 0
