@@ -62,11 +62,63 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"budget: {protocol.search.trials} trials per method",
         file=sys.stderr,
     )
+    _print_work(protocol, methods, len(seeds), args)
     records = _all_on_disk(run_protocol(protocol, methods, seeds, options), options.results_dir)
     for _, path, text in write_reports(records, reports):
         print(text)
         print(f"written: {path} (and .csv)")
     return 0
+
+
+def _print_work(protocol: Any, methods: list[str], seeds: int, args: argparse.Namespace) -> None:
+    """The run's counted work before a long run starts (data sets of published size only)."""
+    from dmlbench.engine.cost import protocol_work
+
+    if args.backbone_override or getattr(args, "max_steps", None):
+        return  # a smoke run: the protocol's work is not what it does
+    work = protocol_work(protocol, methods=len(methods), seeds=seeds)
+    if work is not None:
+        print(work.summary(), file=sys.stderr)
+
+
+def protocol_summary(name: str) -> str:
+    """What ``run --protocol NAME --help`` adds: the protocol's methods, budget, seeds, work."""
+    from dmlbench.engine.cost import protocol_work
+    from dmlbench.protocol import load_protocol
+
+    p = load_protocol(name)
+    s = p.search
+    lines = [
+        f"protocol {p.name} v{p.version} ({p.short_hash}): {p.description}",
+        f"  methods ({len(p.methods)}): {', '.join(p.methods) or '-'}",
+        f"  budget: {s.trials} trials × {s.validation.folds} folds per method ({s.sampler}, "
+        f"{s.pruner} pruner); {p.optim.epochs} epochs, batch {p.batch.size}; "
+        f"seeds {list(p.seeds)}",
+        f"  model: {p.model.backbone} ({p.model.pretrained or 'random init'}), "
+        f"{p.model.embedding_size}-d",
+    ]
+    work = protocol_work(p)
+    if work is not None:
+        lines.append("  " + work.summary())
+    return "\n".join(lines)
+
+
+class _HelpWithProtocol(argparse.Action):
+    """``-h``: the usual help, then the summary of the ``--protocol`` given before it (or of
+    the default one), so a user sees what a run of it would do before starting it."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, *_: Any) -> None:
+        parser.print_help()
+        name = getattr(namespace, "protocol", None)
+        if name:
+            try:
+                print("\n" + protocol_summary(name))
+            except DmlbenchError as err:
+                print(f"\n(--protocol {name}: {err})")
+        parser.exit()
 
 
 def _all_on_disk(records: list[Any], results_dir: Path) -> list[Any]:
@@ -147,6 +199,13 @@ def add_parser(subparsers: Any) -> None:
         "and print the results table. Existing records and studies are reused (resume).",
         epilog=EPILOG_RUN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
+    run.add_argument(
+        "-h",
+        "--help",
+        action=_HelpWithProtocol,
+        help="show this help, then the summary of --protocol (given before -h) and its work",
     )
     add_common_options(run)
     run.add_argument(
