@@ -72,6 +72,10 @@ def resolve_device(name: str = "auto") -> torch.device:
             raise DmlbenchError(
                 f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) here"
             )
+        if device.index is not None:
+            # The process's current device is the run's: what follows it without being told
+            # (the faiss k-NN index of the evaluation) lands on this GPU, not on GPU 0.
+            torch.cuda.set_device(device)
     elif device.type != "cpu":
         raise DmlbenchError(f"--device {name}: only cpu, cuda, cuda:N and auto are supported")
     return device

@@ -114,3 +114,22 @@ def test_knn_on_the_cpu_index() -> None:
     """The real faiss of this machine (no GPU): the default path still searches exactly."""
     x = np.eye(4, dtype=np.float32)
     assert knn(x, x, 1)[:, 0].tolist() == [0, 1, 2, 3]
+
+
+def test_a_run_on_cuda_k_makes_gpu_k_current_so_its_evaluation_index_goes_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A search worker on cuda:1 resolves its device once; the evaluation's index, built
+    without being told the device, then lands on GPU 1, not GPU 0."""
+    from dmlbench.engine.train import resolve_device
+
+    moved = fake_faiss(monkeypatch, gpu_support=True)
+    current = [0]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: current.__setitem__(0, d.index))
+    torch_cuda(monkeypatch, initialised=True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    faiss_flat_l2(4)
+    assert [device for _, device in moved] == [1]
