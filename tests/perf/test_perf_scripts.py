@@ -153,7 +153,7 @@ def test_a_report_is_noisy_when_others_used_the_cpu_not_when_we_did() -> None:
     assert now.machine is None or now.machine > 0
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # two child processes per branch, ~2 minutes; the mechanism: tests/test_simd.py
 def test_simd_script_compares_the_two_mkl_branches(capsys: pytest.CaptureFixture[str]) -> None:
     from dmlbench.perf import simd as perf_simd
 
