@@ -32,17 +32,8 @@ LAYERS = [
     {"dmlbench.leaderboard"},
     {"dmlbench.cli", "dmlbench.perf"},
 ]
-# Deprecated aliases of moved modules, the package's public API and ``python -m dmlbench``:
-# entry points above every layer.
-TOP = {
-    "dmlbench",
-    "dmlbench.__main__",
-    "dmlbench.evaluate",
-    "dmlbench.evaluate_continuous",
-    "dmlbench.runner",
-    "dmlbench.stats",
-    "dmlbench.train",
-}
+# The package's public API and ``python -m dmlbench``: entry points above every layer.
+TOP = {"dmlbench", "dmlbench.__main__"}
 # Checks that look a name up in a registry of a higher layer, by design and lazily: a protocol
 # is validated against the registered data sets, backbones and methods.
 ALLOWED = {("dmlbench.protocol", "dmlbench.data"), ("dmlbench.protocol", "dmlbench.models"),

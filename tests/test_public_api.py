@@ -1,8 +1,7 @@
-"""The public API and the one-release aliases of moved modules (CHANGELOG, 0.2)."""
+"""The public API: what ``import dmlbench`` offers, and what it does not load."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 
@@ -10,27 +9,11 @@ import pytest
 
 import dmlbench
 
-MOVED = {
-    "dmlbench.evaluate": ("dmlbench.metrics.retrieval", "evaluate"),
-    "dmlbench.evaluate_continuous": ("dmlbench.metrics.continuous", "evaluate_continuous"),
-    "dmlbench.runner": ("dmlbench.run", "run_protocol"),
-    "dmlbench.train": ("dmlbench.engine.train", "train"),
-    "dmlbench.stats": ("dmlbench.metrics.stats", "bootstrap_mean"),
-}
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_module_path_still_works_and_says_where_it_moved(old: str) -> None:
-    new, name = MOVED[old]
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        alias = importlib.import_module(old)
-    assert getattr(alias, name) is getattr(importlib.import_module(new), name)
-
 
 def test_the_public_functions_are_importable_from_the_package() -> None:
+    from dmlbench.options import RunOptions
     from dmlbench.protocol import load_protocol
-    from dmlbench.run import RunOptions, run_protocol
+    from dmlbench.run import run_protocol
 
     assert dmlbench.load_protocol is load_protocol
     assert dmlbench.run_protocol is run_protocol and dmlbench.RunOptions is RunOptions
