@@ -28,7 +28,7 @@ __version__ = "0.2.0.dev0"
 _PUBLIC = {
     "load_protocol": "dmlbench.protocol",
     "run_protocol": "dmlbench.run",
-    "RunOptions": "dmlbench.run",
+    "RunOptions": "dmlbench.options",
     "load_model": "dmlbench.engine.inference",
     "load_results": "dmlbench.results",
 }

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +34,11 @@ from dmlbench.engine import distributed
 from dmlbench.engine.artifacts import ModelCard, keep_artifacts
 from dmlbench.engine.progress import RunTally
 from dmlbench.engine.progress import line as progress_line
-from dmlbench.engine.train import Accel, embed, image_channels, init_model, resolve_device, train
+from dmlbench.engine.train import embed, image_channels, init_model, resolve_device, train
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import METHODS, HParams, Method, create_method
 from dmlbench.metrics.retrieval import check_ks, evaluate
+from dmlbench.options import RunOptions, Selection, torch_threads
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
     Artifact,
@@ -56,32 +55,9 @@ from dmlbench.records import (
     record_path,
     save_record,
 )
-from dmlbench.search import SearchOptions, Selection
 
 log = logging.getLogger(__name__)
 UNTRAINED = "untrained"
-
-
-@dataclass
-class RunOptions:
-    """How to run, as opposed to what (the protocol): none of this may move a number, except
-    the ``overrides``, which are written into the record and keep it off leaderboards."""
-
-    results_dir: Path = Path("results")
-    data_root: str | None = None
-    device: str = "auto"
-    max_steps: int | None = None
-    force: bool = False
-    progress: bool = True
-    hparams: dict[str, HParams] = field(default_factory=dict)
-    overrides: dict[str, Any] = field(default_factory=dict)
-    accel: Accel = field(default_factory=Accel)
-    search: SearchOptions = field(default_factory=SearchOptions)
-    threads: int | None = None  # torch threads of every run and trial (None: leave as is)
-    keep: bool = True  # final runs keep weights and test embeddings (dmlbench.engine.artifacts)
-    # A finished search's selection per method, used instead of searching: the final record
-    # is the one the search would have led to (dmlbench check re-runs the tuned board so).
-    selections: dict[str, Selection] = field(default_factory=dict)
 
 
 def run_protocol(
@@ -91,25 +67,6 @@ def run_protocol(
     options = options or RunOptions()
     with torch_threads(options.threads):
         return _run_protocol(protocol, methods, seeds, options)
-
-
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """``threads`` torch threads inside (unchanged when ``None``), the caller's restored after.
-
-    A number depends on the thread count (reductions round differently), so the count is
-    fixed by the run's options, recorded (``env.torch_threads``), and the same in every search
-    worker process whatever ``--workers`` is.
-    """
-    import torch
-
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _run_protocol(
@@ -171,7 +128,7 @@ def _tune(protocol: Protocol, name: str, data: DataSplits, options: RunOptions) 
 
     check_one_batch(protocol, name, data.train, resolve_device(options.device))
     progress_line(f"searching {name}: {protocol.search.trials} trials")
-    return tune(protocol, name, data.train, data.fingerprint, options, options.search)
+    return tune(protocol, name, data.train, data.fingerprint, options)
 
 
 def _final_run(

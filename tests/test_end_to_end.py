@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from dmlbench.options import RunOptions
 from dmlbench.protocol import load_protocol
-from dmlbench.run import RunOptions, run_protocol
+from dmlbench.run import run_protocol
 
 
 @pytest.mark.slow

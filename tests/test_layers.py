@@ -23,7 +23,7 @@ ROOTS = {  # import prefix -> folder
     "dmlbench": Path(dmlbench.__file__).parent,
 }
 LAYERS = [
-    {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic", "dmlbench.simd"},
+    {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic", "dmlbench.simd", "dmlbench.options"},
     {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records", "dmlbench.tracking"},
     {"dmlbench.data", "dmlbench.models", "dmlbench.methods", "dmlbench.metrics"},
     {"dmlbench.engine"},

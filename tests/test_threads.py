@@ -7,13 +7,15 @@ search worker trains with its parent's count, whatever the number of workers.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from dmlbench.run import RunOptions, run_protocol, torch_threads
+from dmlbench.options import RunOptions, torch_threads
+from dmlbench.run import run_protocol
 
 
 def test_threads_are_set_for_the_run_recorded_and_restored(
@@ -39,7 +41,7 @@ def test_no_threads_option_leaves_the_count_alone() -> None:
 def test_search_workers_get_the_parents_thread_count(monkeypatch: Any, tmp_path: Path) -> None:
     """``tune`` hands every spawned worker the same count, not cores / workers."""
     import dmlbench.search.worker as sw
-    from dmlbench.search import SearchOptions
+    from dmlbench.options import SearchOptions
 
     seen: list[int | None] = []
 
@@ -58,5 +60,11 @@ def test_search_workers_get_the_parents_thread_count(monkeypatch: Any, tmp_path:
     data = load_data(protocol)
     run = RunOptions(results_dir=tmp_path, max_steps=1, progress=False)
     with pytest.raises(RuntimeError, match="stop here"):
-        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions(workers=3))
+        tune(
+            protocol,
+            "contrastive",
+            data.train,
+            data.fingerprint,
+            replace(run, search=SearchOptions(workers=3)),
+        )
     assert seen == [torch.get_num_threads()]

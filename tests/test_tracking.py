@@ -34,8 +34,9 @@ class Tuned:
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> Tuned:
     """glyphs-mini shrunk to 40 classes, one epoch, 2 trials of 2 steps, tracked."""
+    from dmlbench.options import RunOptions
     from dmlbench.protocol import load_protocol
-    from dmlbench.run import RunOptions, run_protocol
+    from dmlbench.run import run_protocol
 
     tmp = tmp_path_factory.mktemp("tracked")
     protocol = load_protocol("glyphs-mini").with_overrides(
@@ -113,7 +114,8 @@ def test_optuna_dashboard_storage_holds_the_trials(tuned: Tuned) -> None:
 
 def test_tracking_never_moves_a_number(tuned: Tuned) -> None:
     """The same final run untracked gives bit-identical metrics (no extra random draws)."""
-    from dmlbench.run import RunOptions, run_protocol
+    from dmlbench.options import RunOptions
+    from dmlbench.run import run_protocol
 
     assert isinstance(current(), NullTracker)
     options = RunOptions(results_dir=tuned.tmp / "results", max_steps=2, progress=False)

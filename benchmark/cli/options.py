@@ -250,7 +250,7 @@ def apply_budget(protocol: Any, args: argparse.Namespace) -> Any:
 
 
 def search_options(args: argparse.Namespace) -> Any:
-    from dmlbench.search import SearchOptions
+    from dmlbench.options import SearchOptions
 
     return SearchOptions(
         storage=args.storage,
@@ -279,7 +279,7 @@ def add_track_option(parser: argparse.ArgumentParser) -> None:
 def run_options(args: argparse.Namespace, **extra: Any) -> Any:
     """The ``RunOptions`` of a command that trains (``run``, ``sweep``), from the shared
     flags; ``extra`` adds what only that command has (hand-set hyper-parameters, …)."""
-    from dmlbench.run import RunOptions
+    from dmlbench.options import RunOptions
 
     return RunOptions(
         results_dir=Path(args.results_dir),

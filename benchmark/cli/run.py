@@ -28,8 +28,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_options,
     )
     from dmlbench.engine.distributed import init_from_env
-    from dmlbench.engine.train import Accel
     from dmlbench.methods import load_plugins
+    from dmlbench.options import Accel
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
     from dmlbench.run import run_protocol

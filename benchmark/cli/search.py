@@ -23,8 +23,8 @@ EPILOG = """examples:
 def cmd_search(args: argparse.Namespace) -> int:
     from dmlbench.cli.options import apply_budget, resolve_methods, search_options
     from dmlbench.methods import load_plugins
+    from dmlbench.options import RunOptions
     from dmlbench.protocol import load_protocol
-    from dmlbench.run import RunOptions
 
     load_plugins(args.plugin)
     protocol = apply_budget(load_protocol(args.protocol), args)
@@ -49,7 +49,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     data = load_data(protocol, run.data_root)
     for name in methods:
-        sel = tune(protocol, name, data.train, data.fingerprint, run, run.search)
+        sel = tune(protocol, name, data.train, data.fingerprint, run)
         print(
             f"{name}: best trial {sel.trial} of {sel.trials}, {sel.metric} {sel.value:.4f}, "
             f"epochs {sel.epochs}, {sel.hparams}"

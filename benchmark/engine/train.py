@@ -30,6 +30,7 @@ from dmlbench.engine.checkpoint import (
 from dmlbench.errors import DmlbenchError, NonFiniteLossError
 from dmlbench.methods import Method
 from dmlbench.models import build_model
+from dmlbench.options import Accel
 from dmlbench.protocol import Protocol
 from dmlbench.tracking import NullRun, RunLog
 
@@ -118,31 +119,6 @@ def make_scheduler(protocol: Protocol, opt: torch.optim.Optimizer) -> Any:
     if o.schedule == "step":
         return torch.optim.lr_scheduler.StepLR(opt, step_size=o.step_epochs, gamma=o.step_gamma)
     return None
-
-
-@dataclass(frozen=True)
-class Accel:
-    """How to run, never what: data-loader workers and the GPU options.
-
-    None of these may change a number on the CPU; on CUDA, mixed precision is ``auto`` (bf16)
-    unless ``amp`` says ``fp16`` (with a grad scaler) or ``off``.
-    """
-
-    num_workers: int = 0
-    amp: str = "auto"
-    channels_last: bool = False
-    compile_model: bool = False
-
-    def precision(self, device: torch.device | str) -> str:
-        """The training precision on ``device``: ``"fp32"``, ``"bf16"`` or ``"fp16"``.
-
-        The one place it is decided: the training step autocasts to it and every record
-        carries it (``env.precision``), so a table never averages bf16 with fp32 runs.
-        Autocast is enabled on CUDA only, so the CPU is ``"fp32"`` whatever ``amp`` says.
-        """
-        if torch.device(device).type != "cuda" or self.amp == "off":
-            return "fp32"
-        return "fp16" if self.amp == "fp16" else "bf16"
 
 
 def train(

@@ -54,8 +54,8 @@ def default_jobs() -> int:
 
 def leaderboard_threads() -> AbstractContextManager[None]:
     """``THREADS`` torch threads inside, the caller's count restored after (the runner's
-    :func:`~dmlbench.run.torch_threads`)."""
-    from dmlbench.run import torch_threads
+    :func:`~dmlbench.options.torch_threads`)."""
+    from dmlbench.options import torch_threads
 
     return torch_threads(THREADS)
 
@@ -63,8 +63,8 @@ def leaderboard_threads() -> AbstractContextManager[None]:
 def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, list[Record]]:
     """Seconds and the task's records in seed order (the untrained row is reused from
     ``work`` when another task made it, and computed otherwise)."""
-    from dmlbench.run import RunOptions, run_protocol
-    from dmlbench.search import Selection
+    from dmlbench.options import RunOptions, Selection
+    from dmlbench.run import run_protocol
 
     start = time.perf_counter()
     options = RunOptions(

@@ -79,8 +79,9 @@ def train_call(
     backbone: str, precision: str, channels_last: bool, split: Any, args: argparse.Namespace
 ) -> Callable[[], tuple[float, float]]:
     """A call that trains ``args.steps`` steps and returns (images/s, peak GPU memory GiB)."""
-    from dmlbench.engine.train import Accel, train
+    from dmlbench.engine.train import train
     from dmlbench.methods import create_method
+    from dmlbench.options import Accel
 
     protocol = training_protocol(backbone, args.batch, args.image_size, args.embedding)
     accel = Accel(amp="auto" if precision == "bf16" else "off", channels_last=channels_last)

@@ -7,6 +7,6 @@ class-disjoint folds out of the training classes. The public entry points are re
 
 from __future__ import annotations
 
-from dmlbench.search.study import SearchError, SearchOptions, Selection, tune
+from dmlbench.search.study import SearchError, tune
 
-__all__ = ["SearchError", "SearchOptions", "Selection", "tune"]
+__all__ = ["SearchError", "tune"]

@@ -13,11 +13,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.options import SearchOptions
 
 if TYPE_CHECKING:
     import optuna
@@ -25,17 +25,6 @@ if TYPE_CHECKING:
 
 class SearchError(DmlbenchError):
     """A search could not produce hyper-parameters (e.g. every trial failed)."""
-
-
-@dataclass
-class SearchOptions:
-    """Where the study lives and who works on it; none of this may move a number."""
-
-    storage: str | None = None  # None: sqlite:///<results_dir>/optuna.db
-    workers: int = 1
-    heartbeat: int = 30  # seconds between heartbeats; a trial is stale after 4 of them
-    max_retry: int = 3
-    plugins: list[str] = field(default_factory=list)
 
 
 def storage_url(options: SearchOptions, results_dir: Path) -> str:

@@ -36,15 +36,15 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dmlbench.data.base import Split
-from dmlbench.methods import METHODS, HParams
+from dmlbench.methods import METHODS
+from dmlbench.options import RunOptions, Selection, torch_threads
 from dmlbench.protocol import Protocol
 from dmlbench.search.storage import (
     SearchError,
-    SearchOptions,
     claim_lock,
     open_storage,
     quiet_optuna,
@@ -56,30 +56,7 @@ from dmlbench.search.validation import objective_metric
 if TYPE_CHECKING:
     import optuna
 
-    from dmlbench.run import RunOptions
-
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What a finished search hands to the final runs (and writes into their records)."""
-
-    hparams: HParams
-    epochs: int
-    trial: int
-    value: float
-    metric: str
-    study: str
-    trials: int
-
-    def as_record(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_record(cls, search: dict[str, Any]) -> Selection:
-        """The selection a final record was made with (its ``search``), to run it again."""
-        return cls(**{f.name: search[f.name] for f in fields(cls)})
 
 
 def study_name(protocol: Protocol, method: str, overrides: dict[str, Any]) -> str:
@@ -263,11 +240,10 @@ def tune(
     train_split: Split,
     fingerprint: str,
     run: RunOptions,
-    options: SearchOptions,
 ) -> Selection:
     """Run (or continue) ``method``'s study to its budget and return the best selection.
 
-    ``options.workers - 1`` extra worker processes on this machine join the study; other
+    ``run.search.workers - 1`` extra worker processes on this machine join the study; other
     machines may join through the same storage URL with ``dmlbench search``.
     """
     import torch
@@ -275,6 +251,7 @@ def tune(
     from dmlbench.search.worker import run_worker, spawn_workers
 
     quiet_optuna()
+    options = run.search
     url = storage_url(options, run.results_dir)
     name = study_name(protocol, method, run.overrides)
     with storage_errors(url):
@@ -293,16 +270,14 @@ def tune(
         )
     # Every worker trains with the same thread count as this process, whatever --workers is:
     # the count moves numbers (seen: R@1 0.6781 vs 0.6859 under one protocol hash).
-    before = torch.get_num_threads()
-    run = replace(run, threads=run.threads or before)
+    run = replace(run, threads=run.threads or torch.get_num_threads())
     procs = spawn_workers(protocol, method, run, options, url, options.workers - 1)
-    torch.set_num_threads(run.threads or before)
     try:
-        run_worker(protocol, method, train_split, fingerprint, run, options, url)
+        with torch_threads(run.threads):
+            run_worker(protocol, method, train_split, fingerprint, run, options, url)
     finally:
         for p in procs:
             p.join()
-        torch.set_num_threads(before)
     failed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
     if failed:
         # A killed worker's trial is failed and retried by the others (heartbeats); only a

@@ -27,8 +27,9 @@ from dmlbench.engine import progress
 from dmlbench.engine.checkpoint import TrainingInterrupted
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, create_method
+from dmlbench.options import RunOptions, SearchOptions, torch_threads
 from dmlbench.protocol import MetricsSpec, Protocol
-from dmlbench.search.storage import SearchOptions, claim_lock, open_storage, quiet_optuna
+from dmlbench.search.storage import claim_lock, open_storage, quiet_optuna
 from dmlbench.search.study import (
     _reap_local_dead,
     count_trials,
@@ -42,8 +43,6 @@ from dmlbench.tracking import RunLog, Shifted, Tracker, activated, current, open
 if TYPE_CHECKING:
     import optuna
     from torch import nn
-
-    from dmlbench.run import RunOptions
 
 log = logging.getLogger(__name__)
 
@@ -462,8 +461,6 @@ def _child(
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import validate_protocol
 
-    if run.threads is not None:  # the parent's count, so --workers moves no number
-        torch.set_num_threads(run.threads)
     run = replace(run, device=worker_device(run.device, index, torch.cuda.device_count()))
     log_setup, track_spec = setup
     if log_setup is not None:
@@ -472,7 +469,8 @@ def _child(
         load_plugins(options.plugins)
         protocol = validate_protocol(raw, source=f"search worker {index}")
         data = load_data(protocol, run.data_root)
-        with activated(open_tracker(track_spec)) as tracker:
+        # the parent's thread count, so --workers moves no number
+        with torch_threads(run.threads), activated(open_tracker(track_spec)) as tracker:
             run_worker(
                 protocol, method, data.train, data.fingerprint,
                 replace(run, progress=False), options, url, tracker,

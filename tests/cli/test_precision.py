@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dmlbench.cli.main import main
-from dmlbench.engine.train import Accel
+from dmlbench.options import Accel
 from dmlbench.records import Record, record_path, record_precision, save_record
 from tests.report.test_build import rec
 from tests.test_protocol import BASE

@@ -39,7 +39,7 @@ def test_a_sqlite_url_that_does_not_exist_is_not_created(
 
 
 def test_an_existing_database_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dmlbench.search import SearchOptions
+    from dmlbench.options import SearchOptions
     from dmlbench.search.storage import open_storage, storage_url
 
     results = tmp_path / "results"

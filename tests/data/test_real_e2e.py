@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from dmlbench.options import RunOptions
 from dmlbench.protocol import load_protocol
-from dmlbench.run import RunOptions, run_protocol
+from dmlbench.run import run_protocol
 from tests.data.fixtures import (
     make_cars_csv,
     make_cars_mat,

@@ -16,9 +16,10 @@ from dmlbench.engine.inference import kept_split, open_kept
 from dmlbench.engine.train import embed
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.retrieval import evaluate
+from dmlbench.options import RunOptions
 from dmlbench.protocol import Protocol, load_protocol
 from dmlbench.records import Record, load_record
-from dmlbench.run import RunOptions, run_protocol, split_evaluation, split_metrics
+from dmlbench.run import run_protocol, split_evaluation, split_metrics
 
 
 def tiny() -> Protocol:

@@ -10,7 +10,8 @@ from dmlbench.data import load_data
 from dmlbench.engine.train import train
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import create_method
-from dmlbench.run import RunOptions, run_protocol
+from dmlbench.options import RunOptions
+from dmlbench.run import run_protocol
 
 
 def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path) -> None:  # type: ignore[no-untyped-def]

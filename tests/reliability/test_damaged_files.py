@@ -243,7 +243,8 @@ def test_damaged_checkpoint(work: Path) -> None:
 def test_damaged_optuna_db(work: Path) -> None:
     import optuna
 
-    from dmlbench.search.storage import SearchOptions, open_storage, storage_errors, storage_url
+    from dmlbench.options import SearchOptions
+    from dmlbench.search.storage import open_storage, storage_errors, storage_url
 
     folder = work / "search"
     options = SearchOptions()

@@ -534,7 +534,8 @@ def test_22_a_results_folder_with_url_characters_keeps_its_own_study(tiny: Tiny)
 def test_22_percent_signs_in_the_folder_name_reach_the_same_file(tmp_path: Path) -> None:
     import optuna
 
-    from dmlbench.search.storage import SearchOptions, open_storage, sqlite_path, storage_url
+    from dmlbench.options import SearchOptions
+    from dmlbench.search.storage import open_storage, sqlite_path, storage_url
 
     folder = tmp_path / "a%20b c"
     url = storage_url(SearchOptions(), folder)

@@ -23,10 +23,11 @@ from torch import nn
 
 from dmlbench.cli.main import main
 from dmlbench.methods import METHODS, Method
+from dmlbench.options import RunOptions, SearchOptions
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_records
-from dmlbench.run import RunOptions, run_protocol
-from dmlbench.search.storage import SearchOptions, open_storage
+from dmlbench.run import run_protocol
+from dmlbench.search.storage import open_storage
 from dmlbench.search.study import count_trials, open_study, study_name
 
 NAME = "explodes-test"

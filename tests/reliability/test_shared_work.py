@@ -7,6 +7,7 @@ import fcntl
 import logging
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,8 @@ def test_a_killed_worker_does_not_fail_a_completed_budget(
 ) -> None:
     import dmlbench.search.worker as sw
     from dmlbench.data import load_data
-    from dmlbench.run import RunOptions
-    from dmlbench.search import SearchOptions, tune
+    from dmlbench.options import RunOptions, SearchOptions
+    from dmlbench.search import tune
 
     monkeypatch.setattr(sw, "spawn_workers", lambda *a, **k: [_Killed()])
     protocol = tiny_glyphs_protocol.with_overrides({"search.trials": 2})
@@ -55,7 +56,11 @@ def test_a_killed_worker_does_not_fail_a_completed_budget(
     run = RunOptions(results_dir=tmp_path, max_steps=1, progress=False)
     with caplog.at_level(logging.WARNING):
         chosen = tune(
-            protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions(workers=2)
+            protocol,
+            "contrastive",
+            data.train,
+            data.fingerprint,
+            replace(run, search=SearchOptions(workers=2)),
         )
     assert chosen.hparams
     assert "the budget completed without them" in caplog.text

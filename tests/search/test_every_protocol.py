@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from dmlbench.data import load_data
+from dmlbench.options import RunOptions
 from dmlbench.protocol import builtin_dir, builtin_names, load_protocol
-from dmlbench.run import RunOptions
-from dmlbench.search import SearchOptions, tune
+from dmlbench.search import tune
 from tests.data import test_mpii
 from tests.data.fixtures import make_cars_mat, make_cub, make_inshop, make_sop, small_images
 
@@ -83,7 +83,7 @@ def test_one_tiny_trial_of_every_shipped_protocol(
     data = load_data(protocol, root)
     run = RunOptions(results_dir=tmp_path / "results", max_steps=2, progress=False)
     method = protocol.methods[0]
-    selection = tune(protocol, method, data.train, data.fingerprint, run, SearchOptions())
+    selection = tune(protocol, method, data.train, data.fingerprint, run)
     assert selection.hparams
     trials = list((tmp_path / "results").rglob(f"{method}-trial*-search-trial*.json"))
     assert len(trials) == 1, f"{name}: {trials}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,10 @@ import torch
 
 from dmlbench.data.base import ArrayImages, DataSplits, Split
 from dmlbench.methods import METHODS
+from dmlbench.options import RunOptions, SearchOptions
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_records
-from dmlbench.run import RunOptions, run_protocol
-from dmlbench.search.storage import SearchOptions
+from dmlbench.run import run_protocol
 from dmlbench.search.study import count_trials, open_study, selection, study_name, tune
 from dmlbench.search.validation import objective_metric, validation_folds
 
@@ -218,14 +219,14 @@ def test_an_interrupted_trial_is_requeued_and_the_study_resumes(
     run = RunOptions(results_dir=tmp_path, progress=False)
     interrupt_the_second_training(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+        tune(protocol, "contrastive", data.train, data.fingerprint, run)
     storage = f"sqlite:///{tmp_path}/optuna.db"
     name = study_name(protocol, "contrastive", {})
     study = optuna.load_study(study_name=name, storage=storage)
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "WAITING"]
     assert count_trials(study).finished == 1
 
-    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run)
     study = optuna.load_study(study_name=name, storage=storage)
     assert count_trials(study).finished == 3 and sel.trials == 3
     assert study.trials[2].params == study.trials[1].params  # the interrupted one, retried
@@ -251,7 +252,7 @@ def test_a_silent_worker_s_trial_is_failed_by_heartbeat_and_retried(tmp_path: Pa
     storage.record_heartbeat(ghost._trial_id)
     time.sleep(5)
     run = RunOptions(results_dir=tmp_path, progress=False)
-    tune(protocol, "contrastive", data.train, data.fingerprint, run, options)
+    tune(protocol, "contrastive", data.train, data.fingerprint, replace(run, search=options))
     study = optuna.load_study(study_name=name, storage=url)
     assert study.trials[0].state.name == "FAIL"
     retry = optuna.storages.RetryHeartbeatStaleTrialCallback.retry_history
@@ -267,7 +268,13 @@ def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
     protocol = tiny(trials=6, **{"optim.epochs": 3, "search.pruner": "none"})
     data = load_data(protocol)
     run = RunOptions(results_dir=tmp_path, progress=False)
-    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions(workers=2))
+    sel = tune(
+        protocol,
+        "contrastive",
+        data.train,
+        data.fingerprint,
+        replace(run, search=SearchOptions(workers=2)),
+    )
     study = optuna.load_study(study_name=sel.study, storage=f"sqlite:///{tmp_path}/optuna.db")
     assert len(study.trials) == 6 and count_trials(study).finished == 6
     # trials are long enough that the spawned worker (import + data load) gets some
@@ -292,7 +299,7 @@ def test_unfinished_study_under_torchrun_is_a_clear_error(
     monkeypatch.setattr(distributed, "current", lambda: type(world)(rank=0, world_size=2))
     run = RunOptions(results_dir=tmp_path, progress=False)
     with pytest.raises(SearchError, match="tuning under torchrun is not supported"):
-        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+        tune(protocol, "contrastive", data.train, data.fingerprint, run)
 
 
 def test_search_workers_spread_over_the_gpus() -> None:
@@ -365,12 +372,12 @@ def test_a_resumed_search_runs_exactly_the_uninterrupted_trials(
     protocol = tiny(trials=4, **{"optim.epochs": 1})
     data = load_data(protocol)
     calm = RunOptions(results_dir=tmp_path / "calm", progress=False)
-    expected = tune(protocol, "contrastive", data.train, data.fingerprint, calm, SearchOptions())
+    expected = tune(protocol, "contrastive", data.train, data.fingerprint, calm)
 
     run = RunOptions(results_dir=tmp_path / "resumed", progress=False)
     real_train = interrupt_the_second_training(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+        tune(protocol, "contrastive", data.train, data.fingerprint, run)
     monkeypatch.setattr(train_module, "train", real_train)
     name = study_name(protocol, "contrastive", {})
     if how == "killed":  # the re-queued copy claimed by a worker that then died (SIGKILL)
@@ -391,6 +398,6 @@ def test_a_resumed_search_runs_exactly_the_uninterrupted_trials(
         ghost = study.ask()
         ghost.set_user_attr("host", socket.gethostname())
         ghost.set_user_attr("pid", int(dead.stdout))
-    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run, SearchOptions())
+    sel = tune(protocol, "contrastive", data.train, data.fingerprint, run)
     assert _trial_records(run.results_dir) == _trial_records(calm.results_dir)
     assert sel == expected
