@@ -23,25 +23,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
+from dmlbench.protocol import StrictModel
 from dmlbench.simd import in_force as simd_in_force
 
 SCHEMA_VERSION = 1
+# The method name of the untrained baseline row every seed gets (the randomly initialised
+# network, evaluated like a trained one).
+UNTRAINED = "untrained"
 Stage = Literal["final", "search-trial"]
 
 
-class ProtocolRef(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ProtocolRef(StrictModel):
     name: str
     version: int
     hash: str
 
 
-class Timings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Timings(StrictModel):
     wall_seconds: float
     train_seconds: float = 0.0
     eval_seconds: float = 0.0
@@ -49,20 +51,19 @@ class Timings(BaseModel):
     steps: int = 0
 
 
-class Artifact(BaseModel):
+class Artifact(StrictModel):
     """A file a final run keeps next to its record (trained weights, test embeddings).
 
     The path is relative to the record's folder, so a results folder can be moved or copied
     as a whole; the SHA-256 lets a reader refuse a file that changed since the run.
     """
 
-    model_config = ConfigDict(extra="forbid")
     path: str = Field(description="POSIX path relative to the record's folder")
     sha256: str
     bytes: int = Field(ge=0)
 
 
-class QueryHits(BaseModel):
+class QueryHits(StrictModel):
     """Recall@1 hit (0/1) of every scored test query, with the query's class, compactly.
 
     The paired comparisons of a board over *test queries* (two methods, the same queries) and
@@ -72,7 +73,6 @@ class QueryHits(BaseModel):
     glyphs-mini's test split). :meth:`decode` returns the arrays.
     """
 
-    model_config = ConfigDict(extra="forbid")
     metric: Literal["recall@1"] = "recall@1"
     n: int = Field(ge=0, description="number of scored queries")
     hits: str = Field(description="base64 of numpy.packbits of the 0/1 hits")
@@ -109,11 +109,10 @@ class QueryHits(BaseModel):
         return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
 
-class Record(BaseModel):
+class Record(StrictModel):
     """One run's result. ``overrides`` lists anything that departs from the protocol
     (``--max-steps``, a backbone override): such records can never enter a leaderboard."""
 
-    model_config = ConfigDict(extra="forbid")
     schema_version: int = SCHEMA_VERSION
     protocol: ProtocolRef
     data_fingerprint: str
@@ -281,23 +280,13 @@ def load_record(path: Path) -> Record:
         DamagedRecord: not a JSON object, or a metric is not a finite number.
     """
     data = json.loads(path.read_text(encoding="utf-8"))
-    record = Record.model_validate(upgrade(data))
+    if not isinstance(data, dict):
+        raise DamagedRecord(f"a JSON {type(data).__name__}, not a record object")
+    record = Record.model_validate(data)
     for name, value in sorted(record.metrics.items()):
         if not math.isfinite(value):
             raise DamagedRecord(f"metric {name} is {value}, not a finite number")
     return record
-
-
-def upgrade(data: Any) -> dict[str, Any]:
-    """Bring an older record format to the current schema (none older exists yet).
-
-    Raises:
-        DamagedRecord: ``data`` is not a JSON object, so no schema can apply to it.
-    """
-    if not isinstance(data, dict):
-        raise DamagedRecord(f"a JSON {type(data).__name__}, not a record object")
-    data.setdefault("schema_version", SCHEMA_VERSION)
-    return data
 
 
 def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], list[str]]:

@@ -41,6 +41,7 @@ from dmlbench.metrics.retrieval import check_ks, evaluate
 from dmlbench.options import RunOptions, Selection, torch_threads
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
+    UNTRAINED,
     Artifact,
     DamagedRecord,
     ProtocolRef,
@@ -57,7 +58,6 @@ from dmlbench.records import (
 )
 
 log = logging.getLogger(__name__)
-UNTRAINED = "untrained"
 
 
 def run_protocol(

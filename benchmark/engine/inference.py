@@ -28,9 +28,7 @@ from dmlbench.engine.artifacts import ModelCard, read_card, read_weights
 from dmlbench.engine.train import init_model
 from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import Protocol, TransformSpec
-from dmlbench.records import Record, load_record, record_path
-
-UNTRAINED = "untrained"  # dmlbench.run.UNTRAINED (the run layer is above this one)
+from dmlbench.records import UNTRAINED, Record, load_record, record_path
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dmlbench.records import Record
+from dmlbench.records import UNTRAINED, Record
 
 THREADS = 1
-UNTRAINED = "untrained"  # dmlbench.run.UNTRAINED, without importing torch for --help
 
 
 @dataclass(frozen=True)

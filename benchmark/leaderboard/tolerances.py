@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard.tasks import UNTRAINED
+from dmlbench.protocol import StrictModel
 
 K = 3.0
 
@@ -52,11 +53,7 @@ RULE = (
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Spread(_Strict):
+class Spread(StrictModel):
     """One metric of one entry: its value per seed, their std, the protocol's typical std
     of that metric and the tolerance (``RULE``)."""
 
@@ -87,14 +84,14 @@ def cap_for(metric: str, cap: float = CAP) -> float | None:
     return None if metric.startswith(UNCAPPED_PREFIXES) else cap
 
 
-class ProtocolTolerances(_Strict):
+class ProtocolTolerances(StrictModel):
     seeds: list[int]
     hash: str
     data_fingerprint: str
     methods: dict[str, dict[str, Spread]]
 
 
-class Tolerances(_Strict):
+class Tolerances(StrictModel):
     """``tolerances.yaml``: how the tolerances were derived, and the tolerances."""
 
     k: float
