@@ -36,7 +36,7 @@ from dmlbench.engine.progress import RunTally
 from dmlbench.engine.progress import line as progress_line
 from dmlbench.engine.train import embed, image_channels, init_model, resolve_device, train
 from dmlbench.errors import DmlbenchError
-from dmlbench.methods import METHODS, HParams, Method, create_method
+from dmlbench.methods import METHODS, HParams, Method, method_for
 from dmlbench.metrics.retrieval import check_ks, evaluate
 from dmlbench.options import RunOptions, Selection, torch_threads
 from dmlbench.protocol import Protocol
@@ -232,12 +232,8 @@ def run_one(
     if method_name == UNTRAINED:
         model = init_model(protocol, None, image_channels(data.train), seed).to(device)
     else:
-        method = create_method(
-            method_name,
-            selection.hparams if selection else options.hparams.get(method_name),
-            data.train.num_classes,
-            protocol.model.embedding_size,
-        )
+        chosen = selection.hparams if selection else options.hparams.get(method_name)
+        method = method_for(protocol, method_name, chosen, data.train.num_classes)
         hparams = dict(method.hparams)
         result = train(
             protocol,

@@ -11,9 +11,24 @@ import os
 import pkgutil
 import sys
 
-from dmlbench.methods._base import METHODS, HParams, Method, create_method, register_method
+from dmlbench.methods._base import (
+    METHODS,
+    HParams,
+    Method,
+    create_method,
+    method_for,
+    register_method,
+)
 
-__all__ = ["METHODS", "HParams", "Method", "create_method", "load_plugins", "register_method"]
+__all__ = [
+    "METHODS",
+    "HParams",
+    "Method",
+    "create_method",
+    "load_plugins",
+    "method_for",
+    "register_method",
+]
 
 
 def _import_builtin() -> None:

@@ -212,3 +212,14 @@ def create_method(
     """Instantiate a registered method; ``None`` overrides are dropped (timm's factory rule)."""
     clean = {k: v for k, v in (hparams or {}).items() if v is not None}
     return METHODS.get(name)(clean, num_classes, embedding_size)
+
+
+def method_for(
+    protocol: Protocol, name: str, hparams: HParams | None, num_classes: int
+) -> Method:
+    """The method as a protocol's run builds it: its embedding size is the protocol's.
+
+    The one place runs, search trials, preflight checks and kept models build a method, so
+    none of them can hand a method another width than the network it trains.
+    """
+    return create_method(name, hparams, num_classes, protocol.model.embedding_size)

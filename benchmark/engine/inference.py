@@ -105,16 +105,14 @@ def load_model(
 
 def build_network(kept: Kept) -> nn.Module:
     """The network of ``kept``, on the CPU, with its weights loaded."""
-    from dmlbench.methods import create_method
+    from dmlbench.methods import method_for
 
     card, protocol = kept.card, kept.protocol
     channels = int(card.input_shape[0])
     if card.method == UNTRAINED:
         with _rng_kept():
             return init_model(protocol, None, channels, card.seed)
-    method = create_method(
-        card.method, card.hparams, card.num_classes, protocol.model.embedding_size
-    )
+    method = method_for(protocol, card.method, card.hparams, card.num_classes)
     weights = read_weights(kept.record, kept.path)
     random_init = protocol.model_copy(  # the kept weights replace any pretrained ones
         update={"model": protocol.model.model_copy(update={"pretrained": None})}

@@ -17,7 +17,7 @@ import torch
 from dmlbench.data.base import Split
 from dmlbench.engine.train import _collate, image_channels, init_model, training_targets
 from dmlbench.errors import DmlbenchError
-from dmlbench.methods import create_method
+from dmlbench.methods import method_for
 from dmlbench.protocol import Protocol
 
 # The texts torch and the C allocator use for an allocation that failed (CPU and CUDA).
@@ -57,7 +57,7 @@ def check_one_batch(
     Raises:
         DmlbenchError: the batch does not fit in memory (the message names the keys to lower).
     """
-    method = create_method(method_name, None, split.num_classes, protocol.model.embedding_size)
+    method = method_for(protocol, method_name, None, split.num_classes)
     sampler = method.batch_sampler(
         split, protocol.batch.size, protocol.batch.samples_per_class, seed
     )

@@ -54,9 +54,9 @@ def one_epoch(protocol: Any, batch_size: int | None = None) -> Any:
 def harness_epoch(protocol: Any, name: str, split: Any, seed: int) -> tuple[float, float]:
     """(images/s, mean loss) of one epoch of ``dmlbench.engine.train.train``."""
     from dmlbench.engine.train import train
-    from dmlbench.methods import create_method
+    from dmlbench.methods import method_for
 
-    method = create_method(name, None, _classes(split), protocol.model.embedding_size)
+    method = method_for(protocol, name, None, _classes(split))
     result = train(protocol, method, split, seed, progress=False)
     return result.images_per_second, float(result.curve[-1]["loss"])
 
@@ -67,9 +67,9 @@ def floor_epoch(
     """(images/s, mean loss) of the same epoch in a bare loop (its first batches only when
     ``max_batches`` is given: a warm-up)."""
     from dmlbench.engine.train import image_channels, init_model, make_optimizer, training_targets
-    from dmlbench.methods import create_method
+    from dmlbench.methods import method_for
 
-    method = create_method(name, None, _classes(split), protocol.model.embedding_size)
+    method = method_for(protocol, name, None, _classes(split))
     model = init_model(protocol, method, image_channels(split), seed)
     loss_fn = method.build_loss()
     groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]

@@ -100,7 +100,7 @@ def trial_slots(trials: list[optuna.trial.FrozenTrial]) -> dict[int, int]:
     A trial that was interrupted or killed is re-queued as a copy with a new trial number; the
     copy takes the slot of the trial it retries, and the trials after it keep the slots they
     would have had. The slot, not the trial number, seeds each proposal
-    (:func:`dmlbench.search.worker.proposal_sampler`) and names each trial record, so a
+    (:func:`proposal_sampler`) and names each trial record, so a
     resumed search proposes, trains and records exactly the trials an uninterrupted one does.
     """
     from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
@@ -128,7 +128,7 @@ def next_slot(trials: list[optuna.trial.FrozenTrial]) -> int:
     return slots[min(waiting)] if waiting else len(slots)
 
 
-def _reap_local_dead(study: optuna.Study) -> None:
+def reap_local_dead(study: optuna.Study) -> None:
     """Fail running trials whose worker ran on this host and is gone (no grace period needed)."""
     from optuna.trial import TrialState
 
@@ -158,6 +158,27 @@ def _alive(pid: int) -> bool:
 # --------------------------------------------------------------------------- the study
 
 
+def proposal_sampler(protocol: Protocol, slot: int) -> optuna.samplers.BaseSampler:
+    """The sampler that proposes the trial of ``slot``, seeded with the protocol's first seed
+    plus the slot (:func:`trial_slots`): a function of the slot and the
+    finished trials only, so a search resumed after an interruption proposes what an
+    uninterrupted one would (a sampler's own state is lost with its process).
+
+    Seeding by trial rather than by worker keeps proposals distinct when several processes
+    join one study with the same worker index (the leaderboard's seeds of one tuned method
+    do): two samplers seeded alike drew the same random start-up trials in lockstep, so 8-trial
+    studies held 6 distinct configurations. The count is read under the claim lock, so each
+    trial gets its own seed, and one worker proposes the same start-up trials as several.
+    """
+    import optuna
+
+    seed = protocol.seeds[0] + slot
+    if protocol.search.sampler != "tpe":
+        return optuna.samplers.RandomSampler(seed=seed)
+    n_startup = min(10, max(2, protocol.search.trials // 2))
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
+
+
 def open_study(
     protocol: Protocol, method: str, storage: Any, name: str, url: str | None = None
 ) -> optuna.Study:
@@ -165,16 +186,10 @@ def open_study(
     claim lock when ``url`` is given, so two workers starting together enqueue them once)."""
     import optuna
 
-    seed = protocol.seeds[0]
-    sampler = (
-        optuna.samplers.TPESampler(seed=seed)
-        if protocol.search.sampler == "tpe"
-        else optuna.samplers.RandomSampler(seed=seed)
-    )
     study = optuna.create_study(
         study_name=name,
         storage=storage,
-        sampler=sampler,
+        sampler=proposal_sampler(protocol, 0),  # the worker's rule: each slot gets its own
         pruner=make_pruner(protocol),
         direction="maximize",
         load_if_exists=True,

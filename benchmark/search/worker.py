@@ -26,15 +26,16 @@ from dmlbench.data.base import Split
 from dmlbench.engine import progress
 from dmlbench.engine.checkpoint import TrainingInterrupted
 from dmlbench.errors import NonFiniteLossError
-from dmlbench.methods import METHODS, HParams, create_method
+from dmlbench.methods import METHODS, HParams, method_for
 from dmlbench.options import RunOptions, SearchOptions, torch_threads
 from dmlbench.protocol import MetricsSpec, Protocol
 from dmlbench.search.storage import claim_lock, open_storage, quiet_optuna
 from dmlbench.search.study import (
-    _reap_local_dead,
     count_trials,
     make_pruner,
     next_slot,
+    proposal_sampler,
+    reap_local_dead,
     study_name,
 )
 from dmlbench.search.validation import objective_metric, validation_folds, validation_metrics
@@ -80,7 +81,7 @@ def run_worker(
     while True:
         with claim_lock(storage, url, name):
             optuna.storages.fail_stale_trials(study)
-            _reap_local_dead(study)
+            reap_local_dead(study)
             counts = count_trials(study)
             if counts.finished >= budget:
                 return ran
@@ -106,27 +107,6 @@ def run_worker(
         progress.line(
             f"  {method} trial {_slot(trial)} {clock.tick(count_trials(study).finished)}: {line}"
         )
-
-
-def proposal_sampler(protocol: Protocol, slot: int) -> optuna.samplers.BaseSampler:
-    """The sampler that proposes the trial of ``slot``, seeded with the protocol's first seed
-    plus the slot (:func:`~dmlbench.search.study.trial_slots`): a function of the slot and the
-    finished trials only, so a search resumed after an interruption proposes what an
-    uninterrupted one would (a sampler's own state is lost with its process).
-
-    Seeding by trial rather than by worker keeps proposals distinct when several processes
-    join one study with the same worker index (the leaderboard's seeds of one tuned method
-    do): two samplers seeded alike drew the same random start-up trials in lockstep, so 8-trial
-    studies held 6 distinct configurations. The count is read under the claim lock, so each
-    trial gets its own seed, and one worker proposes the same start-up trials as several.
-    """
-    import optuna
-
-    seed = protocol.seeds[0] + slot
-    if protocol.search.sampler != "tpe":
-        return optuna.samplers.RandomSampler(seed=seed)
-    n_startup = min(10, max(2, protocol.search.trials // 2))
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup)
 
 
 @dataclass
@@ -316,7 +296,7 @@ def _train_folds(
 
         result = train(
             protocol,
-            create_method(method, hparams, tr.num_classes, protocol.model.embedding_size),
+            method_for(protocol, method, hparams, tr.num_classes),
             tr,
             seed,
             device=device,

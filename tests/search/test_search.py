@@ -318,7 +318,7 @@ def test_workers_of_one_index_propose_distinct_trials(tmp_path: Path) -> None:
     worker 0) claim trials in turn while the other's trial still runs: each claim gets its own
     proposal, and one worker alone proposes the same start-up trials. Seeded by worker, the
     two drew identical start-up trials in lockstep (8-trial studies held 6 configurations)."""
-    from dmlbench.search.worker import proposal_sampler
+    from dmlbench.search.study import proposal_sampler
 
     protocol = load_protocol("glyphs-mini")
     space = METHODS.get("contrastive").search_space
@@ -367,7 +367,7 @@ def test_a_resumed_search_runs_exactly_the_uninterrupted_trials(
     from dmlbench.data import load_data
     from dmlbench.search.storage import open_storage, storage_url
     from dmlbench.search.study import next_slot
-    from dmlbench.search.worker import proposal_sampler
+    from dmlbench.search.study import proposal_sampler
 
     protocol = tiny(trials=4, **{"optim.epochs": 1})
     data = load_data(protocol)
