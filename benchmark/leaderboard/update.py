@@ -141,8 +141,7 @@ def update_leaderboard(
             seeds=list(seeds), hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
         )
     if methods is None:
-        # before derived names, a board's folder was its key n: both names are replaced
-        _swap_in(lb_dir, {f for n, p in protocols.items() for f in (n, p.name)})
+        _swap_in(lb_dir, {p.name for p in protocols.values()})
     tolerances = _write_tolerances(lb_dir, protocols_out, jobs)
     write_report(lb_dir, reports_dir)
     return tolerances
@@ -150,8 +149,8 @@ def update_leaderboard(
 
 def _swap_in(lb_dir: Path, folders: set[str]) -> None:
     """Replace each board folder of ``lb_dir`` by its copy under ``STAGING`` with renames, so
-    that an interruption leaves every folder whole, old or new (never half-written), and a
-    board no longer made loses its folder. ``STAGING`` is removed afterwards."""
+    that an interruption leaves every folder whole, old or new (never half-written).
+    ``STAGING`` is removed afterwards."""
     staging = lb_dir / STAGING
     for folder in sorted(folders):
         old = lb_dir / f".{folder}.old"
