@@ -30,7 +30,7 @@ _PUBLIC = {
     "run_protocol": "dmlbench.run",
     "RunOptions": "dmlbench.options",
     "load_model": "dmlbench.engine.inference",
-    "load_results": "dmlbench.results",
+    "load_results": "dmlbench.report.results",
 }
 __all__ = [*_PUBLIC, "__version__"]
 

@@ -6,8 +6,9 @@ keys are errors, so a typo can never silently fall back to a default. A variant 
 
 The protocol's identity is :func:`protocol_hash`, the SHA-256 of its canonical JSON form. It is
 written into every record, and reports refuse to put records of different hashes in one table.
-Free text (``description``, ``citation``) and the machine-specific data root are left out of the
-hash: they cannot move a number.
+Free text (``description``, ``citation``), the machine-specific data root and the ``report:``
+section (how results are judged, e.g. the equivalence margin of the verdicts) are left out of
+the hash: they cannot move a number, so changing them re-renders reports without retraining.
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ from pydantic import (
 
 from dmlbench.errors import ProtocolError, did_you_mean, format_validation_error
 
-HASH_EXCLUDE: dict[str, Any] = {"description": True, "citation": True, "data": {"root"}}
+HASH_EXCLUDE: dict[str, Any] = {
+    "description": True,
+    "citation": True,
+    "data": {"root"},
+    "report": True,
+}
+# The practical-equivalence margin of the board verdicts (dmlbench.report.verdicts), in the
+# headline metric's units: 3 Recall@1 points, from the power calculation in docs/reports.md
+# (at the tuned boards' chosen 10 seeds, a method truly tied with the best is called
+# *equivalent* in about 87% of boards at 3 points, 51% at 2.5 and never at 2).
+DEFAULT_EQUIVALENCE_MARGIN = 0.03
 # Keys added after protocols were hashed, left out of the hash while at their default, so that
 # adding an option never changes the identity of the protocols that do not use it.
 HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {("optim", "steps_per_epoch"): None}
@@ -75,12 +86,20 @@ MAX_VERSION = 1_000_000
 
 
 class StrictModel(BaseModel):
-    """Base of every configuration model: unknown keys are errors, values are immutable."""
+    """Base of every model read from a file (protocols, records, tolerances, published
+    numbers): an unknown key is an error, never silently dropped (a typo would be a default)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid")
 
 
-class DataSpec(StrictModel):
+class FrozenModel(StrictModel):
+    """A configuration (protocol sections, data-set parameters): immutable once validated, so
+    the hash computed from it stays the hash of what runs."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class DataSpec(FrozenModel):
     """Which data set, and its own parameters (validated by the data set's ``Params`` model)."""
 
     dataset: str
@@ -88,7 +107,7 @@ class DataSpec(StrictModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class TransformSpec(StrictModel):
+class TransformSpec(FrozenModel):
     """One image pipeline. Every step is optional; embedded data sets use none."""
 
     resize: Int | None = Field(None, gt=0, le=MAX_IMAGE_SIZE)
@@ -99,12 +118,12 @@ class TransformSpec(StrictModel):
     hflip: Float = Field(0.0, ge=0.0, le=1.0)
 
 
-class ImagesSpec(StrictModel):
+class ImagesSpec(FrozenModel):
     train: TransformSpec = Field(default_factory=TransformSpec)
     test: TransformSpec = Field(default_factory=TransformSpec)
 
 
-class ModelSpec(StrictModel):
+class ModelSpec(FrozenModel):
     backbone: str
     pretrained: str | None = None
     embedding_size: Int = Field(gt=0, le=MAX_EMBEDDING_SIZE)
@@ -113,14 +132,14 @@ class ModelSpec(StrictModel):
     frozen_bn: Bool = False
 
 
-class BatchSpec(StrictModel):
+class BatchSpec(FrozenModel):
     """Batch composition; ``samples_per_class: null`` lets the method choose."""
 
     size: Int = Field(gt=1, le=MAX_BATCH_SIZE)
     samples_per_class: Int | None = Field(None, gt=0, le=MAX_BATCH_SIZE)
 
 
-class OptimSpec(StrictModel):
+class OptimSpec(FrozenModel):
     name: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
     lr: Float = Field(gt=0.0)
     weight_decay: Float = Field(0.0, ge=0.0)
@@ -141,7 +160,7 @@ class OptimSpec(StrictModel):
 K = Annotated[Int, Field(le=MAX_K)]  # >= 1 is checked below, with the list's name
 
 
-class MetricsSpec(StrictModel):
+class MetricsSpec(FrozenModel):
     recall_at: list[K] = Field(default_factory=lambda: [1, 2, 4, 8])
     nmi: Bool = True
     map_at_r: Bool = True
@@ -158,7 +177,7 @@ class MetricsSpec(StrictModel):
         return self
 
 
-class ValidationSpec(StrictModel):
+class ValidationSpec(FrozenModel):
     """How search trials carve validation classes out of the training classes."""
 
     by: Literal["classes"] = "classes"
@@ -166,7 +185,7 @@ class ValidationSpec(StrictModel):
     fraction: Float = Field(0.25, gt=0.0, lt=1.0)
 
 
-class SearchSpec(StrictModel):
+class SearchSpec(FrozenModel):
     """The tuning budget: ``trials`` Optuna trials per method; 0 means the paper's defaults."""
 
     trials: Int = Field(20, ge=0, le=MAX_TRIALS)
@@ -175,8 +194,21 @@ class SearchSpec(StrictModel):
     validation: ValidationSpec = Field(default_factory=ValidationSpec)
 
 
-class Protocol(StrictModel):
-    """Every condition that can move a number in a comparison."""
+class ReportSpec(FrozenModel):
+    """How a board's results are judged: a report setting, never part of the protocol hash.
+
+    ``equivalence_margin`` (δ) is the practical-equivalence margin of the verdicts, in the
+    headline metric's units (0.03 = 3 Recall@1 points): a method whose simultaneous interval of
+    the difference to the best of the others lies inside ± δ is *equivalent*. It is chosen
+    from a power calculation, not from the results, and can change without retraining.
+    """
+
+    equivalence_margin: Float = Field(DEFAULT_EQUIVALENCE_MARGIN, gt=0.0, lt=1.0)
+
+
+class Protocol(FrozenModel):
+    """Every condition that can move a number in a comparison (and, unhashed, how its
+    results are judged: ``report``)."""
 
     name: str
     version: Int = Field(ge=1, le=MAX_VERSION)
@@ -191,6 +223,7 @@ class Protocol(StrictModel):
     search: SearchSpec = Field(default_factory=SearchSpec)
     seeds: list[Annotated[Int, Field(ge=0, le=MAX_SEED)]] = Field(min_length=1)
     methods: list[str] = Field(default_factory=list, description="default methods of `run`")
+    report: ReportSpec = Field(default_factory=ReportSpec, description="not hashed")
 
     @field_validator("name")
     @classmethod

@@ -22,6 +22,7 @@ them.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -333,3 +334,48 @@ def split_evaluation(
     lo, hi = bootstrap_mean(hits, seed=seed)  # how much would other test queries move it?
     metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
     return metrics, QueryHits.encode(hits, classes)
+
+
+# --------------------------------------------------------------------------- sweeps
+# ``dmlbench sweep`` runs a protocol over several values of one key: each value makes a derived
+# protocol ``<protocol>@<key>=<value>`` (``Protocol.with_overrides``) with its own hash, so a
+# sweep point's numbers never mix with the base protocol's (Kim et al. 2019, Fig. 5).
+
+
+def parse_over(text: str) -> tuple[str, list[tuple[str, Any]]]:
+    """``"model.embedding_size=16,32"`` → (key, [("16", 16), ("32", 32)]): text and value."""
+    from dmlbench.report.plots import parse_value
+
+    key, eq, rest = text.partition("=")
+    tokens = [t.strip() for t in rest.split(",") if t.strip()]
+    if not eq or not key.strip() or not tokens:
+        raise DmlbenchError(f"--over {text!r}: expected KEY=VALUE1,VALUE2,...")
+    if len(set(tokens)) != len(tokens):
+        raise DmlbenchError(f"--over {text!r}: a value is repeated")
+    return key.strip(), [(t, parse_value(t)) for t in tokens]
+
+
+def sweep_protocols(protocol: Any, key: str, values: list[tuple[str, Any]]) -> list[Any]:
+    """The derived protocols, validated (an unknown key or a bad value fails before any run)."""
+    from dmlbench.report.plots import sweep_name
+
+    return [
+        protocol.with_overrides({key: value}, name=sweep_name(protocol.name, key, token))
+        for token, value in values
+    ]
+
+
+def run_sweep(
+    protocol: Any,
+    key: str,
+    values: list[tuple[str, Any]],
+    methods: list[str],
+    seeds: list[int],
+    options: Any,
+) -> list[Any]:
+    """Run every derived protocol (:func:`run_protocol` resumes) and return the records."""
+    records = []
+    for derived in sweep_protocols(protocol, key, values):
+        print(f"sweep: {derived.name} ({derived.short_hash})", file=sys.stderr)
+        records += run_protocol(derived, methods, seeds, options)
+    return records

@@ -24,11 +24,11 @@ ROOTS = {  # import prefix -> folder
 }
 LAYERS = [
     {"dmlbench.errors", "dmlbench.registry", "dmlbench.atomic", "dmlbench.simd", "dmlbench.options"},
-    {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records", "dmlbench.tracking"},
+    {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records"},
     {"dmlbench.data", "dmlbench.models", "dmlbench.methods", "dmlbench.metrics"},
     {"dmlbench.engine"},
     {"dmlbench.search"},
-    {"dmlbench.run", "dmlbench.sweep", "dmlbench.report", "dmlbench.results"},
+    {"dmlbench.run", "dmlbench.report"},
     {"dmlbench.leaderboard"},
     {"dmlbench.cli", "dmlbench.perf"},
 ]

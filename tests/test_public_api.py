@@ -18,7 +18,7 @@ def test_the_public_functions_are_importable_from_the_package() -> None:
     assert dmlbench.load_protocol is load_protocol
     assert dmlbench.run_protocol is run_protocol and dmlbench.RunOptions is RunOptions
     from dmlbench.engine.inference import load_model
-    from dmlbench.results import load_results
+    from dmlbench.report.results import load_results
 
     assert dmlbench.load_model is load_model and dmlbench.load_results is load_results
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

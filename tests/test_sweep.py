@@ -9,7 +9,7 @@ import pytest
 from dmlbench.cli.main import main
 from dmlbench.errors import DmlbenchError, ProtocolError
 from dmlbench.protocol import load_protocol
-from dmlbench.sweep import parse_over, sweep_protocols
+from dmlbench.run import parse_over, sweep_protocols
 
 
 def test_parse_over() -> None:

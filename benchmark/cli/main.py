@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from dmlbench.cli.options import check_flags
     from dmlbench.engine.checkpoint import TrainingInterrupted
-    from dmlbench.tracking import activated, open_tracker
+    from dmlbench.engine.tracking import activated, open_tracker
 
     try:
         check_flags(args)

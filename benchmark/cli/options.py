@@ -264,7 +264,7 @@ def add_track_option(parser: argparse.ArgumentParser) -> None:
     """``--track BACKEND:WHERE``: experiment tracking for ``run``, ``search`` and ``sweep``.
 
     Declared once here so the three commands accept the same spelling; ``dmlbench``'s main
-    opens the tracker around the command (:mod:`dmlbench.tracking`).
+    opens the tracker around the command (:mod:`dmlbench.engine.tracking`).
     """
     parser.add_argument(
         "--track",

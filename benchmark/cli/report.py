@@ -82,7 +82,7 @@ def select_records(read: list[Record], root: Path, args: argparse.Namespace) -> 
 
 
 def _write_json(records: list[Record], reports_dir: Path) -> int:
-    """``<reports-dir>/results.json``: the rows of :func:`dmlbench.results.load_results` for the
+    """``<reports-dir>/results.json``: the rows of :func:`dmlbench.load_results` for the
     records this command read (so ``--protocol`` and ``--include-leaderboard`` apply).
 
     The data get the tables' checks: a run present twice is one row set (with the tables'
@@ -93,7 +93,7 @@ def _write_json(records: list[Record], reports_dir: Path) -> int:
     from dmlbench.records import atomic_write_text
     from dmlbench.report.build import unique_records
     from dmlbench.report.tables import check_one_condition
-    from dmlbench.results import results_frame, results_json
+    from dmlbench.report.results import results_frame, results_json
 
     records = unique_records(records)
     check_one_condition(records)
@@ -141,6 +141,6 @@ def add_parser(subparsers: Any) -> None:
         choices=("all", "json"),
         default="all",
         help="all: every table, plot and page (default); json: only REPORTS_DIR/results.json, "
-        "the records as data (one row per record and metric, as dmlbench.results.load_results)",
+        "the records as data (one row per record and metric, as dmlbench.load_results)",
     )
     report.set_defaults(func=cmd_report)

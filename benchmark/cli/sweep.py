@@ -1,11 +1,11 @@
-"""``dmlbench sweep``: run a protocol over several values of one key (:mod:`dmlbench.sweep`)."""
+"""``dmlbench sweep``: run a protocol over several values of one key (:mod:`dmlbench.run`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from dmlbench.sweep import parse_over, run_sweep, sweep_protocols
+from dmlbench.run import parse_over, run_sweep, sweep_protocols
 
 EPILOG = """examples:
   dmlbench sweep --protocol poses --over model.embedding_size=16,32,64,128 \\

@@ -26,12 +26,12 @@ from typing import Any, ClassVar, Literal
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, require_file, to_int, walk_files
 from dmlbench.errors import DataError, MissingFile
-from dmlbench.protocol import Int, StrictModel
+from dmlbench.protocol import FrozenModel, Int
 
 CSV_IMAGE_DIRS = ("car_data/car_data/{}", "car_data/{}", "{}", "cars_{}")
 
 
-class Cars196Params(StrictModel):
+class Cars196Params(FrozenModel):
     train_classes: tuple[Int, Int] = (1, 98)
     test_classes: tuple[Int, Int] = (99, 196)
     annotations: Literal["auto", "mat", "csv"] = "auto"

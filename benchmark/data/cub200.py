@@ -15,10 +15,10 @@ from typing import ClassVar
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, read_rows, to_int
 from dmlbench.errors import DataError
-from dmlbench.protocol import Int, StrictModel
+from dmlbench.protocol import FrozenModel, Int
 
 
-class Cub200Params(StrictModel):
+class Cub200Params(FrozenModel):
     train_classes: tuple[Int, Int] = (1, 100)
     test_classes: tuple[Int, Int] = (101, 200)
 

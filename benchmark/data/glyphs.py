@@ -37,7 +37,7 @@ from dmlbench.data.base import (
     fingerprint_arrays,
 )
 from dmlbench.data.npz_cache import load_or_rebuild
-from dmlbench.protocol import MAX_SEED, Int, StrictModel
+from dmlbench.protocol import MAX_SEED, FrozenModel, Int
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ FONT_FILES = tuple(
 SUPERSAMPLE = 4  # render at 4x and downsample: anti-aliased strokes at 32 px
 
 
-class GlyphsParams(StrictModel):
+class GlyphsParams(FrozenModel):
     image_size: Int = Field(32, ge=16, le=128)
     num_classes: Int = Field(400, ge=4, le=100_000)
     instances_per_font: Int = Field(1, ge=1, le=16)

@@ -16,12 +16,12 @@ from typing import ClassVar
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, read_rows, require_file
 from dmlbench.errors import DataError
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import FrozenModel
 
 HEADER = ["image_name", "item_id", "evaluation_status"]
 
 
-class InshopParams(StrictModel):
+class InshopParams(FrozenModel):
     pass
 
 

@@ -41,7 +41,7 @@ from pydantic import Field
 
 from dmlbench.data.base import DATASETS, DatasetSource, DataSplits, Split, fingerprint_arrays
 from dmlbench.errors import DataError, MissingFile
-from dmlbench.protocol import MAX_K, Float, ImagesSpec, Int, StrictModel
+from dmlbench.protocol import MAX_K, Float, FrozenModel, ImagesSpec, Int
 
 PICKLE_ALLOWED = {
     (module, name)
@@ -54,7 +54,7 @@ PICKLE_ALLOWED = {
 } | {("numpy", "ndarray"), ("numpy", "dtype")}
 
 
-class MpiiParams(StrictModel):
+class MpiiParams(FrozenModel):
     train_dir: str = "train"
     test_dir: str = "val"
     num_queries: Int = Field(

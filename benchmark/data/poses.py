@@ -37,7 +37,7 @@ from dmlbench.data.base import (
     fingerprint_arrays,
 )
 from dmlbench.data.npz_cache import load_or_rebuild
-from dmlbench.protocol import MAX_SEED, Float, Int, StrictModel
+from dmlbench.protocol import MAX_SEED, Float, FrozenModel, Int
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ ANGLE_RANGES = np.array(
 BRIGHT, MID, DIM = 255, 200, 130  # right limbs, torso/head, left limbs
 
 
-class PosesParams(StrictModel):
+class PosesParams(FrozenModel):
     image_size: Int = Field(64, ge=24, le=256)
     # Upper bounds: one line at validation instead of an hour of generating (or an
     # allocation error) for a mistyped count.

@@ -16,12 +16,12 @@ from typing import ClassVar
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, read_rows, to_int
 from dmlbench.errors import DataError
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import FrozenModel
 
 HEADER = ["image_id", "class_id", "super_class_id", "path"]
 
 
-class SopParams(StrictModel):
+class SopParams(FrozenModel):
     pass
 
 

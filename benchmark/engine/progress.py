@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dmlbench.records import Record
-    from dmlbench.tracking import Tracker
+    from dmlbench.engine.tracking import Tracker
 
 PROGRESS = 25  # above INFO (shown by default), below WARNING (hidden by -q)
 logging.addLevelName(PROGRESS, "PROGRESS")
@@ -214,7 +214,7 @@ class RunTally:
             f"{record.method} seed {record.seed}: {score} (took {clock(wall)}); "
             f"{clock(elapsed_since_start())} elapsed, ETA {clock(self.eta())}"
         )
-        from dmlbench.tracking import current, track_record
+        from dmlbench.engine.tracking import current, track_record
 
         track_record(self.tracker or current(), record)
 

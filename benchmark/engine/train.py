@@ -32,7 +32,7 @@ from dmlbench.methods import Method
 from dmlbench.models import build_model
 from dmlbench.options import Accel
 from dmlbench.protocol import Protocol
-from dmlbench.tracking import NullRun, RunLog
+from dmlbench.engine.tracking import NullRun, RunLog
 
 EpochHook = Callable[[int, nn.Module], dict[str, float]]
 

@@ -10,7 +10,7 @@ move results, re-run under one protocol each:
   al., "Deep Metric Learning Beyond Binary Supervision", CVPR 2019, Fig. 5).
 
 Every point is a derived protocol of the board's defaults protocol
-(:func:`dmlbench.sweep.sweep_protocols`: ``<protocol>@defaults@<key>=<value>``, its own hash),
+(:func:`dmlbench.run.sweep_protocols`: ``<protocol>@defaults@<key>=<value>``, its own hash),
 so a sweep's numbers never mix with a board's. The batch-size sweep fixes 4 images per class
 for every method (``batch.samples_per_class``, named in its protocol name): 32-256 must be
 exact batches for every method, and the methods' own 2 or 5 per class do not divide them all.
@@ -66,7 +66,7 @@ class Sweep:
         return protocol
 
     def protocols(self) -> list[Any]:
-        from dmlbench.sweep import sweep_protocols
+        from dmlbench.run import sweep_protocols
 
         return sweep_protocols(self.base(), self.key, [(str(v), v) for v in self.values])
 

@@ -25,6 +25,7 @@ import numpy as np
 from dmlbench.data.base import Split
 from dmlbench.engine import progress
 from dmlbench.engine.checkpoint import TrainingInterrupted
+from dmlbench.engine.tracking import RunLog, Shifted, Tracker, activated, current, open_tracker
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, method_for
 from dmlbench.options import RunOptions, SearchOptions, torch_threads
@@ -39,7 +40,6 @@ from dmlbench.search.study import (
     study_name,
 )
 from dmlbench.search.validation import objective_metric, validation_folds, validation_metrics
-from dmlbench.tracking import RunLog, Shifted, Tracker, activated, current, open_tracker
 
 if TYPE_CHECKING:
     import optuna

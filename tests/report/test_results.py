@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from dmlbench.records import Record, record_path, save_record
-from dmlbench.results import COLUMNS, load_results, results_frame, results_json
+from dmlbench.report.results import COLUMNS, load_results, results_frame, results_json
 from tests.report.test_build import rec
 
-RECORDS_DOC = Path(__file__).resolve().parents[1] / "docs" / "records.md"
+RECORDS_DOC = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 README = RECORDS_DOC.parents[1] / "README.md"
 SEARCH = {"trial": 2, "trials": 4, "metric": "recall@1", "value": 0.7, "epochs": 3}
 
@@ -53,7 +53,8 @@ def test_one_row_per_record_and_metric(tmp_path: Path) -> None:
     assert seed1.value == pytest.approx(0.7) and seed1.board == "tuned"
     assert json.loads(seed1.hparams) == {"lr": 0.001} and seed1.git_commit == "abc123"
     assert seed1.protocol_hash == "a" * 64 and seed1.protocol_version == 1
-    assert seed1.data_fingerprint == "f" and seed1.wall_seconds == 1.0
+    assert seed1.data_fingerprint == rec("npairs", name="glyphs-mini").data_fingerprint
+    assert seed1.wall_seconds == 1.0
     trial = by[("glyphs-mini", 0, "search-trial", "val_recall@1")]
     assert trial.board == "fixed" and trial.value == pytest.approx(0.7)
     assert by[("glyphs-mini@defaults", 0, "final", "recall@1")].board == "defaults"

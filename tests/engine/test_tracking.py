@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.tracking import (
+from dmlbench.engine.tracking import (
     NullTracker,
     activated,
     current,
