@@ -1,14 +1,15 @@
-"""What one board's table may claim: seeds, the methods not separable from the best, stability.
+"""What one board's table may claim: seeds, each method's verdict against the best, stability.
 
 A board is the set of final records of one protocol hash (and one overrides flag, as the tables
 split them). A table of means invites the reader to crown the top row; Musgrave et al. ("A
-Metric Learning Reality Check", ECCV 2020) showed how often such gaps vanish over seeds. So the
-bold cells of every table are the methods that a paired t-test over seeds, Holm-corrected
-(:mod:`dmlbench.report.significance`), cannot call worse than the best on the board's headline
-metric; with one seed nothing is bold and the caption says so. The untrained row is never a
-candidate. Where the records carry each test query's hit, the lines under the table add the
-same claims over test queries (:mod:`dmlbench.report.query_tests`). :func:`write_reports`
-writes the per-hash Markdown and CSV tables with these claims.
+Metric Learning Reality Check", ECCV 2020) showed how often such gaps vanish over seeds. So each
+trained method gets, on the board's headline metric, a verdict against the best of the *other*
+methods (:mod:`dmlbench.report.verdicts`: Hsu's multiple comparison with the best, seeds and
+test classes crossed in one bootstrap): *worse*, *equivalent* (inside the protocol's ± δ, a
+report setting shown in the title) or *undecided*, with P(rank 1) and P(top 3) from the same
+replicates. Bold marks "not worse than the best"; absence of evidence is never printed as
+equivalence. With one seed nothing is judged and the caption says so; the untrained row is
+never a candidate. :func:`write_reports` writes the per-hash Markdown and CSV tables.
 """
 
 from __future__ import annotations
@@ -17,19 +18,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text
-from dmlbench.report.query_tests import QueryTests, hit_rates, query_tests
+from dmlbench.report.query_tests import class_sums
 from dmlbench.report.ranking import LOWER_IS_BETTER, primary_metric
-from dmlbench.report.significance import (
-    BestSet,
-    method_means,
-    not_worse_than_best,
-    paired_seed_tests,
-    ranking_stability,
-    stability_summary,
-)
+from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
     UNTRAINED,
     check_one_condition,
@@ -41,13 +37,19 @@ from dmlbench.report.tables import (
     summary_table,
     to_csv,
 )
-from dmlbench.report.titles import board_title
+from dmlbench.report.titles import board_title, equivalence_margin, margin_words
+from dmlbench.report.verdicts import (
+    N_BOOT,
+    WORSE,
+    compare_with_best,
+    crossed_replicates,
+    seed_replicates,
+)
 
 ALPHA = 0.05
-LEGEND = (
-    "Bold ({metric}): not significantly worse than the best, paired t-test over seeds, "
-    "Holm-corrected, α = {alpha:g}; the untrained row is never a candidate."
-)
+CROSSED = "seeds and test classes"
+SEEDS_ONLY = "seeds"
+VERDICT_COLUMNS = ["vs best of others (95% CI)", "verdict", "P(rank 1)", "P(top 3)"]
 OVERRIDE_MD = "*Runs with overrides (e.g. --max-steps): smoke tests, not leaderboard numbers.*"
 
 
@@ -59,17 +61,26 @@ class Board:
     higher_is_better: bool
     seeds: pd.Series  # method -> number of seeds, every method including untrained
     seed_ids: tuple[int, ...]
-    best: BestSet | None
-    stability: str | None
     scores: pd.DataFrame  # method, seed, metric: trained methods only
-    queries: QueryTests | None = None  # the same claims over test queries, where recorded
+    verdicts: pd.DataFrame | None = None  # compare_with_best: trained methods, best first
+    margin: float = DEFAULT_EQUIVALENCE_MARGIN
+    resampled: str = CROSSED  # what the bootstrap resampled: CROSSED or SEEDS_ONLY
+    shared_seeds: tuple[int, ...] = ()  # the seeds every trained method has, used paired
+    stability: str | None = None  # the Kendall τ line
 
     @property
     def bold(self) -> dict[str, list[str]]:
-        """Metric → methods to bold (empty when no difference can be claimed)."""
-        if self.metric is None or self.best is None or not self.best.claimable:
+        """Metric → the methods not worse than the best (empty when nothing was judged)."""
+        if self.metric is None or self.verdicts is None:
             return {}
-        return {self.metric: list(self.best.methods)}
+        return {self.metric: [m for m, v in self.verdicts["verdict"].items() if v != WORSE]}
+
+    @property
+    def margin_words(self) -> str:
+        """The margin for the title, where verdicts are printed (else empty)."""
+        if self.metric is None or self.verdicts is None:
+            return ""
+        return margin_words(self.metric, self.margin)
 
     @property
     def caption(self) -> str:
@@ -90,27 +101,70 @@ class Board:
 
     @property
     def legend(self) -> str:
-        """What the bold cells mean, or why nothing is bold."""
+        """What the bold cells and the verdict columns mean, or why nothing is judged."""
         if self.metric is None:
             return "no metric to compare"
-        if self.bold:
-            return LEGEND.format(metric=self.metric, alpha=ALPHA)
+        if self.verdicts is not None:
+            return self._verdict_legend()
         if int(self.seeds.max()) < 2:
             return "Nothing in bold: one seed, so no method is claimed best."
         if self.scores["method"].nunique() < 2:
             return "Nothing in bold: fewer than two trained methods, nothing to compare."
-        return "Nothing in bold: no two methods share two seeds, so no gap can be tested."
+        return (
+            "Nothing in bold: the trained methods share fewer than two seeds, so no gap can "
+            "be judged."
+        )
+
+    def _verdict_legend(self) -> str:
+        m = self.metric
+        assert m is not None
+        unit = "" if m.startswith("mld@") else " points"
+        delta = f"{self.margin:g}" if m.startswith("mld@") else f"{100 * self.margin:g}"
+        seeds = _seed_words(self.shared_seeds)
+        if self.resampled == CROSSED:
+            how = (
+                f"uncertainty over seeds and over test queries, crossed: {N_BOOT} bootstrap "
+                f"replicates each resampling the {seeds} shared by every method and the test "
+                "classes, one draw for all methods"
+            )
+        else:
+            how = (
+                f"uncertainty over seeds only: {N_BOOT} bootstrap replicates resampling the "
+                f"{seeds} shared by every method; these records carry no per-query hits, so "
+                "the test-class component is not counted and the intervals are narrower than "
+                "the truth"
+            )
+        few = (
+            f"; with {len(self.shared_seeds)} seeds the bootstrap has few distinct resamples "
+            "and its intervals are too narrow, so read the verdicts as provisional"
+            if len(self.shared_seeds) <= 3
+            else ""
+        )
+        return (
+            f"Bold ({m}): not worse than the best. Each method is compared with the best of "
+            "the other methods: the difference of means, with its 95% simultaneous interval "
+            "(Hsu's multiple comparison with the best: one interval per method, all of them "
+            f"simultaneous, never a test of every pair; {how}{few}). Verdict worse: the "
+            f"interval lies below 0; equivalent: it lies inside ±{delta}{unit} (δ, the "
+            "protocol's report setting); undecided: neither. P(rank 1), P(top 3): the share "
+            "of replicates in which the method ranks first, in the top 3. The untrained row is "
+            "never a candidate."
+        )
 
     @property
     def notes(self) -> list[str]:
-        """The lines printed under a table: the legend, the stability over seeds, then the
-        comparisons over test queries."""
+        """The lines printed under a table: the legend, then the stability over seeds."""
         out = [self.legend]
         if self.stability is not None:
             out.append(f"Stability over seeds ({self.metric}): {self.stability}.")
-        if self.queries is not None and self.metric == "recall@1":
-            out += self.queries.notes
         return out
+
+
+def _seed_words(seeds: Sequence[int]) -> str:
+    s = list(seeds)
+    if len(s) > 2 and s == list(range(s[0], s[-1] + 1)):
+        return f"{len(s)} seeds ({s[0]}–{s[-1]})"
+    return f"{len(s)} seeds ({', '.join(map(str, s))})"
 
 
 def higher_is_better(metric: str) -> bool:
@@ -122,28 +176,94 @@ def board_metric(df: pd.DataFrame) -> str | None:
     return primary_metric([c for c in metric_columns(df) if df[c].notna().any()])
 
 
-def analyse_board(df: pd.DataFrame, records: Iterable[Record] = ()) -> Board:
+def shared_seeds(scores: pd.DataFrame) -> tuple[int, ...]:
+    """The seeds on which every method of ``scores`` has a value: the verdicts pair methods
+    by seed (a seed fixes the initial weights and batch order of every method alike)."""
+    if scores.empty:
+        return ()
+    per = [set(map(int, g["seed"])) for _, g in scores.groupby("method")]
+    return tuple(sorted(set.intersection(*per)))
+
+
+def analyse_board(
+    df: pd.DataFrame, records: Iterable[Record] = (), margin: float | None = None
+) -> Board:
     """The :class:`Board` of a :func:`~dmlbench.report.tables.records_frame` of one board;
-    ``records``, the same board's records, add the comparisons over test queries."""
+    ``records``, the same board's records, add the test-class component where every one
+    carries its per-query hits (else the verdicts resample seeds only, and say so).
+    ``margin``: δ, else the protocol's ``report.equivalence_margin`` (rebuilt from the records'
+    protocol name and hash), else the default."""
+    records = list(records)
     seeds = df.groupby("method")["seed"].nunique()
     ids = tuple(sorted({int(s) for s in df["seed"]}))
     metric = board_metric(df)
     if metric is None:
-        empty = pd.DataFrame(columns=["method", "seed"])
-        return Board(None, True, seeds, ids, None, None, empty)
+        return Board(None, True, seeds, ids, pd.DataFrame(columns=["method", "seed"]))
+    if margin is None:
+        margin = equivalence_margin(records[0].protocol) if records else DEFAULT_EQUIVALENCE_MARGIN
     higher = higher_is_better(metric)
     trained = df[(df["method"] != UNTRAINED) & df[metric].notna()]
     scores = trained[["method", "seed", metric]].drop_duplicates(["method", "seed"])
-    if scores.empty:
-        return Board(metric, higher, seeds, ids, None, None, scores)
-    tests = paired_seed_tests(scores, metric, higher)
-    best = not_worse_than_best(tests, method_means(scores, metric, higher), ALPHA, higher)
-    stability = None
-    if scores["method"].nunique() >= 2 and int(seeds.max()) >= 2:
-        stability = stability_summary(ranking_stability(scores, metric, higher))
-    rates = hit_rates(records)
-    queries = query_tests(rates) if rates is not None else None
-    return Board(metric, higher, seeds, ids, best, stability, scores, queries)
+    base = Board(metric, higher, seeds, ids, scores, margin=margin)
+    methods = tuple(sorted(scores["method"].unique()))
+    shared = shared_seeds(scores)
+    if len(methods) < 2 or len(shared) < 2:
+        return base
+    sums = class_sums(records, methods, shared) if metric == "recall@1" else None
+    if sums is not None:
+        reps, resampled = crossed_replicates(methods, *sums), CROSSED
+    else:
+        wide = scores.pivot(index="method", columns="seed", values=metric).loc[list(methods)]
+        values = wide[list(shared)].to_numpy(dtype=np.float64)
+        reps, resampled = seed_replicates(methods, values), SEEDS_ONLY
+    verdicts = compare_with_best(reps, margin, ALPHA, higher)
+    stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
+    return Board(metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability)
+
+
+def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:
+    """Display strings of the verdict columns for the rows ``index`` (— where not judged):
+    the difference to the best of the others with its interval, in % (label distances as they
+    are), the verdict, P(rank 1) and P(top 3)."""
+    out = pd.DataFrame("—", index=pd.Index(index), columns=VERDICT_COLUMNS)
+    v = board.verdicts
+    if v is None or board.metric is None:
+        return out
+    digits, scale = (3, 1.0) if board.metric.startswith("mld@") else (1, 100.0)
+    for method, row in v.iterrows():
+        if method not in out.index:
+            continue
+        d, lo, hi = (scale * float(row[c]) for c in ("difference", "lower", "upper"))
+        out.loc[method] = [
+            f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]",
+            str(row["verdict"]),
+            f"{float(row['p_rank1']):.2f}",
+            f"{float(row['p_top3']):.2f}",
+        ]
+    return out
+
+
+def display_table(table: pd.DataFrame, board: Board) -> pd.DataFrame:
+    """The summary table's display strings (bold where not worse than the best) with the
+    verdict columns after the metrics, where the board was judged."""
+    shown = format_table(table, bold=board.bold)
+    if board.verdicts is None:
+        return shown
+    return shown.join(verdict_cells(board, list(shown.index)))
+
+
+def verdict_numbers(board: Board) -> pd.DataFrame:
+    """The verdicts for the summary CSV: ``<metric>_vs_best``, ``_vs_best_lo``, ``_vs_best_hi``
+    (records' units), ``verdict``, ``p_rank1``, ``p_top3`` and ``equivalence_margin``."""
+    if board.verdicts is None or board.metric is None:
+        return pd.DataFrame()
+    m = board.metric
+    out = board.verdicts.rename(
+        columns={"difference": f"{m}_vs_best", "lower": f"{m}_vs_best_lo",
+                 "upper": f"{m}_vs_best_hi"}
+    ).drop(columns="mean")  # fmt: skip
+    out["equivalence_margin"] = board.margin
+    return out
 
 
 def summary_markdown(
@@ -159,7 +279,7 @@ def summary_markdown(
     smoke = f"\n\n{OVERRIDE_MD}" if overridden else ""
     return (
         f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), "
-        f"{board.caption}.\n\n{render_markdown(format_table(table, bold=board.bold))}\n"
+        f"{board.caption}.\n\n{render_markdown(display_table(table, board))}\n"
         f"{lines}{smoke}\n"
     )
 
@@ -170,11 +290,13 @@ def write_reports(
     notes: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[str, Path, str]]:
     """Write ``<protocol>-<hash12>.md`` and ``.csv`` per protocol hash (runs with overrides
-    apart, ``…-overrides``); the CSV is :func:`~dmlbench.report.tables.numeric_summary`.
+    apart, ``…-overrides``); the CSV is :func:`~dmlbench.report.tables.numeric_summary` with
+    the verdict numbers (:func:`verdict_numbers`).
 
-    The title names the board's budget (:func:`~dmlbench.report.titles.board_title`).
-    ``notes`` maps a protocol name to lines printed under its table (not under its table of
-    runs with overrides, which are smoke tests, not the board the notes describe).
+    The title names the board's budget (:func:`~dmlbench.report.titles.board_title`) and,
+    where verdicts are printed, their equivalence margin. ``notes`` maps a protocol name to
+    lines printed under its table (not under its table of runs with overrides, which are
+    smoke tests, not the board the notes describe).
 
     Returns (title, markdown path, markdown text) per table.
     """
@@ -188,10 +310,14 @@ def write_reports(
     for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
         name = str(part["protocol"].iloc[0])
         stem = f"{name}-{str(h)[:12]}" + ("-overrides" if overridden else "")
-        atomic_write_text(out_dir / f"{stem}.csv", to_csv(numeric_summary(part)))
         group = [r for r in records if r.protocol.hash == h and bool(r.overrides) == overridden]
-        title = board_title(group[0].protocol, group)
         board = analyse_board(part, [r for r in group if r.stage == "final"])
+        summary = numeric_summary(part)
+        verdicts = verdict_numbers(board)
+        if len(verdicts):
+            summary = summary.join(verdicts)
+        atomic_write_text(out_dir / f"{stem}.csv", to_csv(summary))
+        title = board_title(group[0].protocol, group, board.margin_words)
         lines = () if overridden else notes.get(name, ())
         md = summary_markdown(title, summary_table(part), board, bool(overridden), lines)
         atomic_write_text(out_dir / f"{stem}.md", md)

@@ -2,7 +2,10 @@
 
 Equal budgets are half of a fair comparison, so every report shows what each method consumed
 under one protocol hash: how many hyper-parameter search trials (records of stage
-``search-trial``) and final runs (stage ``final``), the epochs and optimiser steps trained
+``search-trial``), how many of them completed and how many the pruner stopped (the trial
+record's ``search.state``), the epochs the search trained (``search_epochs``: an equal trial
+count is a nominal budget when one method's trials are pruned after one epoch and another's
+run to the end), final runs (stage ``final``), the epochs and optimiser steps trained
 (epochs = points of the per-epoch curve, so a run stopped early by ``--max-steps`` counts the
 epochs it started; the untrained baseline counts none), and wall time, training time summed over
 all of those records. Records without search trials simply show 0 trials (e.g. a method run with
@@ -17,11 +20,16 @@ import pandas as pd
 
 from dmlbench.records import Record
 
-COLUMNS = ["trials", "finals", "seeds", "epochs", "steps", "train_seconds", "wall_seconds"]
+COLUMNS = [
+    "trials", "complete", "pruned", "search_epochs", "finals", "seeds", "epochs", "steps",
+    "train_seconds", "wall_seconds",
+]  # fmt: skip
+SUMMED = [c for c in COLUMNS if c != "seeds"]
 
 
 def tuning_budget(records: Iterable[Record]) -> pd.DataFrame:
-    """One row per method: trials, finals, seeds, epochs, steps, train and wall seconds.
+    """One row per method: trials (complete, pruned), the search's epochs, finals, seeds,
+    epochs and steps of all stages, train and wall seconds.
 
     Pure function of the records; pass the records of one protocol hash (budgets of different
     hashes are not comparable). Sorted by method name.
@@ -30,6 +38,9 @@ def tuning_budget(records: Iterable[Record]) -> pd.DataFrame:
         {
             "method": r.method,
             "trials": int(r.stage == "search-trial"),
+            "complete": int(r.stage == "search-trial" and r.search.get("state") == "complete"),
+            "pruned": int(r.stage == "search-trial" and r.search.get("state") == "pruned"),
+            "search_epochs": len(r.curve) if r.stage == "search-trial" else 0,
             "finals": int(r.stage == "final"),
             "seed": r.seed if r.stage == "final" else None,
             "epochs": len(r.curve),
@@ -43,7 +54,7 @@ def tuning_budget(records: Iterable[Record]) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS).rename_axis("method")
     df = pd.DataFrame(rows)
     g = df.groupby("method", sort=True)
-    out = g[["trials", "finals", "epochs", "steps", "train_seconds", "wall_seconds"]].sum()
+    out = g[SUMMED].sum()
     out["seeds"] = g["seed"].nunique()
     return out[COLUMNS]
 
@@ -60,8 +71,10 @@ def format_seconds(seconds: float) -> str:
 def format_budget(budget: pd.DataFrame) -> pd.DataFrame:
     """Display strings: counts as integers, times in s / min / h."""
     out = budget.copy().astype(object)
-    for c in ("trials", "finals", "seeds", "epochs", "steps"):
+    for c in COLUMNS[:8]:  # the counts
         out[c] = [str(int(v)) for v in budget[c]]
     for c in ("train_seconds", "wall_seconds"):
         out[c] = [format_seconds(float(v)) for v in budget[c]]
-    return out.rename(columns={"train_seconds": "train time", "wall_seconds": "wall time"})
+    names = {"search_epochs": "search epochs", "train_seconds": "train time",
+             "wall_seconds": "wall time"}  # fmt: skip
+    return out.rename(columns=names)

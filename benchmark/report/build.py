@@ -4,27 +4,32 @@ Per protocol hash — and separately for its runs with overrides, as the Markdow
 with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
 
 - ``<stem>.md`` / ``.csv`` — the summary table (:func:`dmlbench.report.board.write_reports`):
-  Markdown with mean ± std (the value alone for one seed), bold where a method is not
-  significantly worse than the best, a legend and the stability over seeds; the CSV numbers
-  only (mean, std, 95% t-interval per metric, ``n_seeds``);
+  Markdown with mean ± std (the value alone for one seed), each method's verdict against the
+  best of the others (difference with its 95% interval, worse / equivalent / undecided,
+  P(rank 1), P(top 3); :mod:`dmlbench.report.verdicts`), bold where a method is not worse than
+  the best, a legend and Kendall τ over seeds; the CSV numbers only (mean, std, 95%
+  t-interval per metric, ``n_seeds``, the verdict's numbers);
 - ``<stem>.tex`` — the same table as a booktabs LaTeX table;
 - ``<stem>-bars.png`` / ``.svg`` — the headline metric per method with error bars;
-- ``<stem>-cd.png`` / ``.svg`` — the critical-difference diagram, with two trained methods or
-  more (:mod:`dmlbench.report.cd_diagram`);
+- ``<stem>-forest.png`` / ``.svg`` — the forest plot of the verdicts (difference to the best
+  of the others, its interval, the ± δ band), where the board was judged
+  (:mod:`dmlbench.report.forest`);
 - ``<stem>-published.md`` / ``.csv`` — reported vs reproduced, only when a published number
   exists for the protocol's data set and setting (:mod:`dmlbench.report.published`) and the
   runs have no overrides (a ``--backbone-override`` run keeps the protocol's name);
-- ``<stem>-budget.md`` / ``.csv`` — the tuning budget per method (all stages);
+- ``<stem>-budget.md`` / ``.csv`` — the tuning budget per method (all stages): search trials
+  completed and pruned and the epochs the search trained;
 - ``<stem>-confidence.md`` / ``.csv`` — intervals over seeds and queries, and the selection;
 - ``<stem>.html`` — one self-contained page with all of the above and every ``<stem>-*.png``
   found beside it (so plots other commands write there with that stem appear too).
 
-And ``ranking.md`` / ``.csv``: the average rank of each method across the hashes present, one
-ranking per label kind, sweep points left out (none written when only sweep points are
-present); ``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X``
-reported beside ``X@defaults`` (:mod:`dmlbench.report.defaults`);
+And ``ranking.md`` / ``.csv``: the average rank of each method across the data sets present
+(one board per data set: :func:`dmlbench.report.ranking.one_board_per_data_set`), one ranking
+per label kind, sweep points left out (none written when only sweep points are present);
+``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X`` reported beside
+``X@defaults``, paired over their shared seeds (:mod:`dmlbench.report.defaults`);
 ``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep (``dmlbench sweep``) found; and
-``index.html`` linking every page and diagram, with the sweep plots, the defaults-vs-tuned
+``index.html`` linking every page and forest plot, with the sweep plots, the defaults-vs-tuned
 tables and the rankings. Markdown, LaTeX and HTML are for reading; every CSV holds numbers
 (empty cells where a value does not exist), for reading back with pandas.
 
@@ -47,13 +52,13 @@ import pandas as pd
 
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.bars import save_bars
-from dmlbench.report.board import analyse_board, write_reports
+from dmlbench.report.board import analyse_board, display_table, write_reports
 from dmlbench.report.budget import format_budget, tuning_budget
-from dmlbench.report.cd_diagram import write_cd_diagram
 from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
+from dmlbench.report.forest import save_forest
 from dmlbench.report.html import Page, render_index, render_page
-from dmlbench.report.latex import latex_table
+from dmlbench.report.latex import render_latex
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
     NOT_PERCENT,
@@ -62,11 +67,10 @@ from dmlbench.report.published import (
     reported_vs_reproduced,
     setting_for,
 )
-from dmlbench.report.ranking import TRACKS, label_kind, ranks_by_kind
+from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set, ranks_by_kind
 from dmlbench.report.tables import (
     MixedProtocolsError,
     check_one_condition,
-    format_table,
     numeric_summary,
     records_frame,
     render_markdown,
@@ -80,9 +84,11 @@ OVERRIDE_NOTE = (
     "numbers, and not compared with published numbers (their setting may not be the protocol's)."
 )
 RANKING_TEXT = (
-    "Average rank of each method on each protocol's primary metric (1 = best; ties share the "
-    "average rank); Borda = methods ranked minus rank, summed over protocols. One ranking per "
-    "label kind: a method is ranked only against methods of its own kind."
+    "Average rank of each method on each data set's primary metric (1 = best; ties share the "
+    "average rank); Borda = methods ranked minus rank, summed over data sets. One board per "
+    "data set: two boards of one data set (its tuned and @defaults boards) are the same "
+    "evidence twice, so the tuned board is ranked and the other is named below. One ranking "
+    "per label kind: a method is ranked only against methods of its own kind."
 )
 log = logging.getLogger(__name__)
 RANKING_SMOKE = (
@@ -129,11 +135,12 @@ def build_reports(
     # sweeps would outweigh the boards. They get tables and plots, no ranking.
     rankable = [r for r in finals if not is_sweep_point(r.protocol.name)]
     eligible = [r for r in rankable if not r.overrides]
-    rankings = ranks_by_kind(records_frame(eligible or rankable)) if rankable else {}
+    ranked, pooled = one_board_per_data_set(eligible or rankable)
+    rankings = ranks_by_kind(records_frame(ranked)) if rankable else {}
     smoke = None if eligible or not rankable else RANKING_SMOKE
     pages: list[tuple[Path, Page]] = []
     written: list[Path] = []
-    cds: list[tuple[str, str]] = []
+    forests: list[tuple[str, str]] = []
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
             group, overridden = groups[key], key[1]
@@ -142,10 +149,10 @@ def build_reports(
             paths, page = _one_group(group, overridden, out_dir, published, own, smoke, lines)
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
-            cds += [
+            forests += [
                 (p.name, f"{page.title}: {p.suffix[1:].upper()}")
                 for p in paths
-                if p.name.endswith(("-cd.png", "-cd.svg"))
+                if p.name.endswith(("-forest.png", "-forest.svg"))
             ]
     stems = [html.stem for html, _ in pages]
     for html, page in pages:  # plots beside the page, except those of a longer stem
@@ -169,18 +176,23 @@ def build_reports(
     titles = [(html.name, page.title) for html, page in pages]
     shown = {TRACKS[k]: display_ranking(v) for k, v in rankings.items()}
     sweeps = [p.name for p in sweep_pngs] + list(linked_sweeps or [])
-    atomic_write_text(index, render_index(titles, sweeps, shown, cds, dvt_tables))
+    atomic_write_text(index, render_index(titles, sweeps, shown, forests, dvt_tables, pooled))
     written.append(index)
-    return written + (write_rankings(rankings, out_dir, smoke) if rankable else [])
+    return written + (write_rankings(rankings, out_dir, smoke, pooled) if rankable else [])
 
 
 def write_rankings(
-    rankings: dict[str, pd.DataFrame], out_dir: Path, smoke: str | None
+    rankings: dict[str, pd.DataFrame],
+    out_dir: Path,
+    smoke: str | None,
+    pooled: Sequence[str] = (),
 ) -> list[Path]:
     """``ranking.md`` (one table per label kind) and ``ranking.csv`` (numbers, ``label_kind``
-    column, empty cells where a method was not run on a protocol)."""
+    column, empty cells where a method was not run on a data set); ``pooled``: the lines naming
+    the boards left out because another board of their data set is ranked."""
     note = f"\n\n*{smoke}*" if smoke else ""
-    parts = [f"## Ranking across protocols\n\n{RANKING_TEXT}{note}\n"]
+    note += "".join(f"\n\n{line}" for line in pooled)
+    parts = [f"## Ranking across data sets\n\n{RANKING_TEXT}{note}\n"]
     parts += [
         f"### {TRACKS[k].capitalize()}\n\n{render_markdown(display_ranking(t))}\n"
         for k, t in rankings.items()
@@ -245,18 +257,14 @@ def _one_group(
     tex = out_dir / f"{stem}.tex"
     label = "tab:" + re.sub(r"[^A-Za-z0-9:-]", "-", stem)
     caption = f"{title}: test-class metrics in %, {board.caption}. {board.legend}"
-    atomic_write_text(tex, latex_table(table, caption, label, bold=board.bold))
+    atomic_write_text(tex, render_latex(display_table(table, board), caption, label))
     written.append(tex)
 
     if board.metric is not None:
         written += save_bars(table, board.metric, title, out_dir / f"{stem}-bars")
-        if board.scores["method"].nunique() >= 2:
-            written += write_cd_diagram(
-                board.scores,
-                board.metric,
-                out_dir / f"{stem}-cd",
-                f"{title}: {board.metric}",
-                board.higher_is_better,
+        if board.verdicts is not None:
+            written += save_forest(
+                board.verdicts, board.metric, board.margin, title, out_dir / f"{stem}-forest"
             )
 
     s = None if overridden else setting_for(ref.name)
@@ -300,7 +308,7 @@ def _one_group(
         protocol=ref.name,
         version=ref.version,
         protocol_hash=ref.hash,
-        results=format_table(table, bold=board.bold),
+        results=display_table(table, board),
         caption=board.caption,
         claims=board.notes,
         comparison=comparison,

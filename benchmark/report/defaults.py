@@ -1,4 +1,4 @@
-"""Paper defaults vs tuned: how much of a ranking is the tuning budget?
+"""Paper defaults vs tuned, paired: how much does each method owe to the tuning budget?
 
 A protocol ``X`` and its zero-budget derivation ``X@defaults`` (every method with its paper's
 hyper-parameters, :meth:`dmlbench.protocol.Protocol.without_search`) are two boards of the same
@@ -7,7 +7,24 @@ that wins with its defaults and falls back once every method is tuned owed its l
 better-tuned default, not to its loss (Musgrave et al., ECCV 2020, on unequal tuning). The two
 boards are only paired when their records were computed on the same data (equal data
 fingerprints) under the same protocol version; runs with overrides are left out, as in the
-rankings. Differences of means are shown, not tested: the two boards' seeds are different runs.
+rankings.
+
+The comparison is paired. A seed fixes the initial weights, batch order and augmentation draws,
+and both boards ran the same seeds (the defaults board's are a subset of the tuned board's), so
+seed s of a method under defaults and seed s tuned differ *only* by the hyper-parameters. A
+method whose search selected its defaults (trial 0) trains bit-identical runs on those seeds,
+and its paired difference is exactly 0, where comparing a 3-seed mean with a 5-seed mean shows
+a seed-set artefact. So only the seeds both boards share are used: per method the mean of
+tuned − defaults over them, its 95% interval simultaneous over the methods (a bootstrap of the
+largest studentised deviation, seeds and test classes crossed as in
+:mod:`dmlbench.report.verdicts`; seeds only where the records carry no per-query hits) and a
+verdict: *tuned better* (the interval lies above 0), *tuned worse* (below 0), *equivalent*
+(inside the protocol's ± δ) or *undecided*. No rank change is printed: a rank change without
+its uncertainty reads as a finding where two close means swapped.
+
+Selection is noisy: the search scores each trial on one validation fold (a quarter of the
+training classes, 50 classes on glyphs-mini), so the selected trial can be worse on the test
+classes than the paper's defaults, and "tuned worse" is a possible, honest outcome.
 """
 
 from __future__ import annotations
@@ -17,23 +34,39 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
-from dmlbench.report.tables import UNTRAINED, records_frame, render_markdown, to_csv
-from dmlbench.report.titles import search_trials
+from dmlbench.report.query_tests import class_sums
+from dmlbench.report.tables import UNTRAINED, records_frame, render_markdown, row_labels, to_csv
+from dmlbench.report.titles import equivalence_margin, search_trials
+from dmlbench.report.verdicts import (
+    EQUIVALENT,
+    UNDECIDED,
+    Replicates,
+    crossed_replicates,
+    seed_replicates,
+)
 
 SUFFIX = "@defaults"
+ALPHA = 0.05
+BETTER, WORSE = "tuned better", "tuned worse"
 COLUMNS = [
-    "metric", "defaults_mean", "defaults_n_seeds", "tuned_mean", "tuned_n_seeds", "difference",
-    "defaults_rank", "tuned_rank", "rank_change",
+    "metric", "n_shared_seeds", "defaults_mean", "tuned_mean", "difference", "lower", "upper",
+    "verdict", "equivalence_margin", "resampled",
 ]  # fmt: skip
 TEXT = (
-    "Headline metric, mean over seeds under the paper defaults ({defaults}) and under the tuned "
-    "protocol ({tuned}); difference = tuned − defaults; rank 1 = best among the trained "
-    "methods of that board; rank change = rank with defaults − rank tuned (positive: tuning "
-    "moved the method up). Differences are not tested for significance."
+    "Headline metric ({metric}), paired: per method the mean over the seeds both boards share "
+    "({seeds}) under the paper defaults ({defaults}) and under the tuned protocol ({tuned}), "
+    "and the difference tuned − defaults with its 95% interval, simultaneous over the methods "
+    "({how}). Verdict: tuned better / tuned worse where the interval lies above / below 0, "
+    "equivalent where it lies inside ±{delta} (δ, the protocol's report setting), undecided "
+    "otherwise. A method whose search selected its defaults trains the same runs on these "
+    "seeds, so its difference is exactly 0. Selection on one validation fold ({fold}) is "
+    "noisy, so tuned can come out worse than the defaults. No rank change is shown: without "
+    "its uncertainty it reads as a finding."
 )
 log = logging.getLogger(__name__)
 
@@ -68,60 +101,117 @@ def board_pairs(records: Iterable[Record]) -> list[tuple[list[Record], list[Reco
     return pairs
 
 
-def _means(records: list[Record], metric: str) -> tuple[pd.Series, pd.Series]:
-    df = records_frame(records)
-    if metric not in df.columns:
-        return pd.Series(dtype=float), pd.Series(dtype=int)
-    df = df[df[metric].notna()]
-    g = df.groupby("method")
-    return g[metric].mean(), g["seed"].nunique()
+def _paired_seeds(tuned: list[Record], defaults: list[Record], methods: list[str]) -> list[int]:
+    """The seeds on which every method of ``methods`` has a final record on both boards."""
+
+    def seeds(records: list[Record], m: str) -> set[int]:
+        return {r.seed for r, lb in zip(records, row_labels(records), strict=True) if lb == m}
+
+    per = [seeds(tuned, m) & seeds(defaults, m) for m in methods]
+    return sorted(set.intersection(*per)) if per else []
 
 
-def _ranks(means: pd.Series, higher: bool) -> pd.Series:
-    return means.drop(UNTRAINED, errors="ignore").rank(ascending=not higher, method="average")
+def _difference_replicates(
+    tuned: list[Record], defaults: list[Record], methods: list[str], seeds: list[int], metric: str
+) -> tuple[Replicates, str]:
+    """Replicates of each method's mean over ``seeds`` of tuned − defaults: seeds and test
+    classes crossed where both boards carry per-query hits on the same queries, else seeds."""
+    if metric == "recall@1":
+        t, d = class_sums(tuned, methods, seeds), class_sums(defaults, methods, seeds)
+        if t is not None and d is not None and np.array_equal(t[1], d[1]):
+            return crossed_replicates(tuple(methods), t[0] - d[0], t[1]), "seeds and test classes"
+
+    def values(records: list[Record]) -> np.ndarray:
+        by = {(lb, r.seed): r.metrics[metric]
+              for r, lb in zip(records, row_labels(records), strict=True)}  # fmt: skip
+        return np.array([[by[(m, s)] for s in seeds] for m in methods], dtype=np.float64)
+
+    return seed_replicates(tuple(methods), values(tuned) - values(defaults)), "seeds only"
+
+
+def simultaneous_intervals(reps: Replicates, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` per method: estimate ± c·se with c the bootstrap 1 − α quantile of
+    the largest |studentised deviation| over the methods (a max-t interval: simultaneous
+    coverage over the family without Bonferroni's conservatism); a method whose difference
+    never varies (identical runs) gets a zero-width interval at its value."""
+    se = reps.boot.std(axis=0, ddof=1)
+    safe = np.where(se > 0, se, np.inf)
+    dev = np.abs(reps.boot - reps.means) / safe
+    c = float(np.quantile(dev.max(axis=1), 1 - alpha))
+    half = np.where(se > 0, c * se, 0.0)
+    return reps.means - half, reps.means + half
+
+
+def _verdict(lower: float, upper: float, delta: float, sign: float) -> str:
+    lo, hi = sorted((sign * lower, sign * upper))  # in the "tuned better" direction
+    if lo > 0:
+        return BETTER
+    if hi < 0:
+        return WORSE
+    if lo >= -delta and hi <= delta:
+        return EQUIVALENT
+    return UNDECIDED
 
 
 def defaults_vs_tuned(tuned: list[Record], defaults: list[Record]) -> pd.DataFrame:
-    """Per method: the headline metric's mean and seeds under both boards, the difference, the
-    rank under each (trained methods only; the untrained row has none) and the rank change.
-
-    NaN where a method is missing from a board. Sorted by tuned rank, then defaults rank.
-    """
+    """Per method on both boards (trained methods; the untrained row is the same network on
+    both): the paired difference tuned − defaults over the shared seeds, its simultaneous
+    95% interval and the verdict. Sorted by the tuned mean, best first."""
     metric = board_metric(records_frame(tuned))
+    empty = pd.DataFrame(columns=COLUMNS).rename_axis("method")
     if metric is None:
-        return pd.DataFrame(columns=COLUMNS).rename_axis("method")
+        return empty
     higher = higher_is_better(metric)
-    (dm, dn), (tm, tn) = _means(defaults, metric), _means(tuned, metric)
-    out = pd.DataFrame(
-        {"defaults_mean": dm, "defaults_n_seeds": dn, "tuned_mean": tm, "tuned_n_seeds": tn}
-    )
-    out.insert(0, "metric", metric)
-    out["difference"] = out["tuned_mean"] - out["defaults_mean"]
-    out["defaults_rank"], out["tuned_rank"] = _ranks(dm, higher), _ranks(tm, higher)
-    out["rank_change"] = out["defaults_rank"] - out["tuned_rank"]
-    out = out.assign(_u=out.index == UNTRAINED).sort_values(
-        ["_u", "tuned_rank", "defaults_rank"], na_position="last", kind="stable"
-    )
+    tuned = [r for r in tuned if metric in r.metrics]
+    defaults = [r for r in defaults if metric in r.metrics]
+    both = sorted((set(row_labels(tuned)) & set(row_labels(defaults))) - {UNTRAINED})
+    seeds = _paired_seeds(tuned, defaults, both)
+    if not both or not seeds:
+        return empty
+    diff, how = _difference_replicates(tuned, defaults, both, seeds, metric)
+    lower, upper = simultaneous_intervals(diff) if len(seeds) >= 2 else (diff.means, diff.means)
+    delta = equivalence_margin(tuned[0].protocol)
+
+    def mean(records: list[Record], m: str) -> float:
+        return float(np.mean([r.metrics[metric]
+                              for r, lb in zip(records, row_labels(records), strict=True)
+                              if lb == m and r.seed in seeds]))  # fmt: skip
+
+    sign = 1.0 if higher else -1.0
+    rows = {
+        m: {
+            "metric": metric,
+            "n_shared_seeds": len(seeds),
+            "defaults_mean": mean(defaults, m),
+            "tuned_mean": mean(tuned, m),
+            "difference": float(diff.means[i]),
+            "lower": float(lower[i]),
+            "upper": float(upper[i]),
+            "verdict": _verdict(lower[i], upper[i], delta, sign) if len(seeds) >= 2 else "",
+            "equivalence_margin": delta,
+            "resampled": how,
+        }
+        for i, m in enumerate(both)
+    }
+    out = pd.DataFrame.from_dict(rows, orient="index")[COLUMNS]
     out.index.name = "method"
-    return out.drop(columns="_u")[COLUMNS]
+    out.attrs["seeds"] = seeds
+    return out.sort_values("tuned_mean", ascending=not higher, kind="stable")
 
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Display strings: means in % (label distances as they are), ranks, blanks as —."""
+    """Display strings: means and differences in % (label distances as they are)."""
     out = pd.DataFrame(index=frame.index)
     metric = str(frame["metric"].iloc[0]) if len(frame) else ""
     digits, scale = (3, 1.0) if metric.startswith("mld@") else (1, 100.0)
-
-    def fmt(v: float, spec: str, factor: float = 1.0) -> str:
-        return "—" if pd.isna(v) else format(v * factor, spec)
-
-    for side in ("defaults", "tuned"):
-        out[side] = [fmt(v, f".{digits}f", scale) for v in frame[f"{side}_mean"]]
-        out[f"seeds ({side})"] = [fmt(v, ".0f") for v in frame[f"{side}_n_seeds"]]
-    out["difference"] = [fmt(v, f"+.{digits}f", scale) for v in frame["difference"]]
-    out["rank (defaults)"] = [fmt(v, "g") for v in frame["defaults_rank"]]
-    out["rank (tuned)"] = [fmt(v, "g") for v in frame["tuned_rank"]]
-    out["rank change"] = [fmt(v, "+g") if v else fmt(v, "g") for v in frame["rank_change"]]
+    out["seeds"] = [str(int(v)) for v in frame["n_shared_seeds"]]
+    out["defaults"] = [f"{v * scale:.{digits}f}" for v in frame["defaults_mean"]]
+    out["tuned"] = [f"{v * scale:.{digits}f}" for v in frame["tuned_mean"]]
+    out["tuned − defaults (95% CI)"] = [
+        f"{d * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]"
+        for d, lo, hi in zip(frame["difference"], frame["lower"], frame["upper"], strict=True)
+    ]
+    out["verdict"] = [v or "—" for v in frame["verdict"]]
     return out
 
 
@@ -130,6 +220,40 @@ def pair_title(tuned: ProtocolRef, records: list[Record]) -> str:
     trials = search_trials(tuned, records)
     budget = f" ({trials}-trial search per method)" if trials else ""
     return f"{tuned.name} v{tuned.version}: paper defaults (no search) vs tuned{budget}"
+
+
+def pair_text(frame: pd.DataFrame, tuned: ProtocolRef, defaults: ProtocolRef) -> str:
+    """The paragraph above a pair's table: what is compared, over which seeds, and how."""
+    from dmlbench.report.titles import rebuilt_protocol
+
+    metric = str(frame["metric"].iloc[0])
+    seeds = frame.attrs.get("seeds", [])
+    delta = float(frame["equivalence_margin"].iloc[0])
+    shown = f"{delta:g}" if metric.startswith("mld@") else f"{100 * delta:g} points"
+    how = str(frame["resampled"].iloc[0])
+    how = (
+        "bootstrap resampling the shared seeds and the test classes, crossed"
+        if how == "seeds and test classes"
+        else "bootstrap resampling the shared seeds only: no per-query hits, so the test-class "
+        "component is not counted"
+    )
+    if len(seeds) <= 3:
+        how += f"; with {len(seeds)} seeds the bootstrap has few distinct resamples, so the "
+        how += "intervals are too narrow and the verdicts provisional"
+    protocol = rebuilt_protocol(tuned.name, tuned.hash)
+    fold = "a held-out share of the training classes"
+    if protocol is not None:
+        v = protocol.search.validation
+        fold = f"{v.folds} fold{'s' if v.folds > 1 else ''}, {v.fraction:g} of the training classes"
+    return TEXT.format(
+        metric=metric,
+        seeds=", ".join(map(str, seeds)),
+        defaults=f"{defaults.name} {defaults.hash[:12]}",
+        tuned=f"{tuned.name} {tuned.hash[:12]}",
+        how=how,
+        delta=shown,
+        fold=fold,
+    )
 
 
 def write_defaults_vs_tuned(
@@ -145,7 +269,7 @@ def write_defaults_vs_tuned(
         frame = defaults_vs_tuned(tuned, defaults)
         if frame.empty:
             continue
-        text = TEXT.format(defaults=f"{d.name} {d.hash[:12]}", tuned=f"{t.name} {t.hash[:12]}")
+        text = pair_text(frame, t, d)
         frame = frame.assign(tuned_hash=t.hash, defaults_hash=d.hash)
         by_base[t.name].append((pair_title(t, tuned), text, frame))
     written, shown = [], []

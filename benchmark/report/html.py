@@ -1,9 +1,9 @@
 """One self-contained HTML page per protocol hash.
 
 The page holds the title, protocol name/version/hash, the results table with what it may claim
-(seeds, the methods not significantly worse than the best, stability over seeds), the plots
-(bars, critical-difference diagram), the reported-vs-reproduced table, the tuning budget and the
-ranking across the protocols of the page's label kind. No external CSS, JavaScript or fonts
+(seeds, each method's verdict against the best of the others, stability over seeds), the plots
+(bars, forest plot of the verdicts), the reported-vs-reproduced table, the tuning budget and the
+ranking across the data sets of the page's label kind. No external CSS, JavaScript or fonts
 (the style sheet is inline), so the page opens offline and from a file system; plots are
 ``<img>`` tags with paths relative to the page (PNG files written beside it). Every text cell is
 HTML-escaped; the Markdown bold of the formatted tables becomes ``<strong>``.
@@ -38,9 +38,10 @@ COMPARISON_TEXT = (
     "mean ± std over seeds (the value alone for one seed); difference = ours − published."
 )
 RANKING_TEXT = (
-    "Average rank on each protocol's primary metric (1 = best, ties share the average rank); "
-    "Borda = methods ranked minus rank, summed over protocols. One ranking per label kind: a "
-    "method is ranked only against methods of its own kind."
+    "Average rank on each data set's primary metric (1 = best, ties share the average rank); "
+    "Borda = methods ranked minus rank, summed over data sets; one board per data set (a tuned "
+    "board and its @defaults board are one data set). One ranking per label kind: a method is "
+    "ranked only against methods of its own kind."
 )
 
 
@@ -67,15 +68,16 @@ class Page:
 
 
 DEFAULTS_TEXT = (
-    "Headline metric in %, mean over seeds under the paper defaults and after tuning; rank "
-    "change = rank with defaults − rank tuned (positive: tuning moved the method up)."
+    "Headline metric in %, paired: mean over the seeds both boards share under the paper "
+    "defaults and after tuning, the difference tuned − defaults with its 95% simultaneous "
+    "interval and verdict. Selection on one validation fold is noisy, so tuned can come out "
+    "worse than the defaults."
 )
 CONFIDENCE_TEXT = (
     "Headline metric in %: mean ± std over seeds (the value alone, and no interval, for one "
     "seed), the 95% Student-t interval of that mean, "
-    "and the 95% bootstrap interval over test queries of one run (averaged over the seeds' "
-    "runs). 'selected' is the search trial whose hyper-parameters and epoch count were "
-    "retrained for every seed."
+    "and the 95% bootstrap interval over test queries (resampling query classes). 'selected' "
+    "is the search trial whose hyper-parameters and epoch count were retrained for every seed."
 )
 
 
@@ -156,14 +158,17 @@ def render_page(page: Page) -> str:
         parts.append(
             _section(
                 "Tuning budget",
-                _p("Per method: search trials, final runs, epochs and steps trained, time."),
+                _p(
+                    "Per method: search trials (completed, pruned), the epochs its search "
+                    "trained, final runs, epochs and steps trained in all, time."
+                ),
                 html_table(page.budget),
             )
         )
     if page.rankings:
         note = [_p(page.ranking_note, "note")] if page.ranking_note else []
         parts.append(
-            _section("Ranking across protocols", _p(RANKING_TEXT), *note, *_rankings(page.rankings))
+            _section("Ranking across data sets", _p(RANKING_TEXT), *note, *_rankings(page.rankings))
         )
     body = "\n".join(parts)
     return (
@@ -187,16 +192,21 @@ def render_index(
     pages: list[tuple[str, str]],
     sweep_images: list[str],
     rankings: dict[str, pd.DataFrame],
-    cd_diagrams: list[tuple[str, str]] | None = None,
+    forest_plots: list[tuple[str, str]] | None = None,
     defaults_vs_tuned: list[tuple[str, pd.DataFrame]] | None = None,
+    ranking_notes: list[str] | None = None,
 ) -> str:
-    """``index.html``: a link to every protocol-hash page, every critical-difference diagram
-    (``(href, title)``), the sweep plots (which span hashes: one derived protocol per point, so
-    they belong to no single page), the defaults-vs-tuned tables and the rankings."""
+    """``index.html``: a link to every protocol-hash page, every forest plot (``(href,
+    title)``), the sweep plots (which span hashes: one derived protocol per point, so they
+    belong to no single page), the defaults-vs-tuned tables and the rankings, with
+    ``ranking_notes`` (the boards not ranked because their data set is)."""
     parts = ["<h1>dmlbench reports</h1>", _section("Protocols", _links(pages))]
-    if cd_diagrams:
-        why = "Average rank over seeds; bars join methods not significantly different."
-        parts.append(_section("Critical-difference diagrams", _p(why), _links(cd_diagrams)))
+    if forest_plots:
+        why = (
+            "Per board: each method's difference to the best of the other methods with its 95% "
+            "simultaneous interval, and the ± δ equivalence band."
+        )
+        parts.append(_section("Forest plots", _p(why), _links(forest_plots)))
     if sweep_images:
         figs = [
             f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
@@ -213,7 +223,10 @@ def render_index(
     for title, table in defaults_vs_tuned or []:
         parts.append(_section(title, _p(DEFAULTS_TEXT), html_table(table)))
     if rankings:
-        parts.append(_section("Ranking across protocols", _p(RANKING_TEXT), *_rankings(rankings)))
+        notes = [_p(n, "note") for n in ranking_notes or []]
+        parts.append(
+            _section("Ranking across data sets", _p(RANKING_TEXT), *notes, *_rankings(rankings))
+        )
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>dmlbench reports</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"

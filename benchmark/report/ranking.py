@@ -15,18 +15,26 @@ Nor does it mix tracks (:func:`ranks_by_kind`): class-label methods (Recall@K on
 and continuous-label methods (nDCG on poses) solve different problems, and an average rank
 over both would put a pose method's rank 1 among three beside a class method's rank 1 among
 fifteen. Each label kind gets its own ranking; a method is ranked only against its own kind.
+
+Nor does it count one data set twice (:func:`one_board_per_data_set`): a protocol's tuned board
+and its ``@defaults`` board (or any two protocols on the same data, equal data fingerprints)
+score the same methods on the same test classes, so averaging their ranks would weigh that
+data set double and read a second look at one data set as a second data set. One board per
+data set is ranked (the one with the fewest derivations in its name: the shipped, tuned
+protocol before its ``@defaults``); the others are named under the ranking.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 import pandas as pd
 
+from dmlbench.records import UNTRAINED, Record
 from dmlbench.report.tables import metric_columns
 
 LOWER_IS_BETTER = ("mld@",)
-UNTRAINED = "untrained"
 TRACKS = {"class": "class labels", "continuous": "continuous labels"}
 
 
@@ -86,6 +94,26 @@ def average_ranks(df: pd.DataFrame) -> pd.DataFrame:
     out = out.drop(columns="_name")
     out.attrs["metrics"] = metrics
     return out
+
+
+def one_board_per_data_set(records: Iterable[Record]) -> tuple[list[Record], list[str]]:
+    """The records of one board per data set (equal data fingerprints), and one line per board
+    left out naming the board of its data set that is ranked instead."""
+    records = list(records)
+    boards: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for r in records:
+        boards[r.data_fingerprint].add((r.protocol.name, r.protocol.hash))
+    kept: set[str] = set()
+    lines = []
+    for fingerprint in sorted(boards):
+        ranked, *others = sorted(boards[fingerprint], key=lambda b: (b[0].count("@"), b))
+        kept.add(ranked[1])
+        lines += [
+            f"Not ranked: {name} ({h[:8]}), the same data as {ranked[0]} ({ranked[1][:8]}), "
+            "which is ranked; one data set counts once."
+            for name, h in others
+        ]
+    return [r for r in records if r.protocol.hash in kept], lines
 
 
 def label_kind(method: str, metrics: Iterable[str]) -> str | None:

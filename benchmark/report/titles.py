@@ -21,19 +21,24 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from functools import lru_cache
 from textwrap import fill
+from typing import TYPE_CHECKING
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.records import ProtocolRef, Record
 from dmlbench.report.plots import parse_sweep_name, parse_value
+
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
 
 DEFAULTS_WORDS = "paper defaults, no search"
 HASH_PART = " (protocol hash "
 
 
 @lru_cache(maxsize=256)
-def declared_trials(name: str, protocol_hash: str) -> int | None:
-    """``search.trials`` of the protocol ``name`` rebuilt from a shipped protocol, or None when
-    it cannot be rebuilt or its hash is not ``protocol_hash`` (a different protocol)."""
+def rebuilt_protocol(name: str, protocol_hash: str) -> Protocol | None:
+    """The protocol ``name`` rebuilt from a shipped protocol and the name's derivations, or
+    None when it cannot be rebuilt or its hash is not ``protocol_hash`` (a different
+    protocol)."""
     from dmlbench.protocol import builtin_names, load_protocol
 
     base, *derivations = name.split("@")
@@ -54,7 +59,32 @@ def declared_trials(name: str, protocol_hash: str) -> int | None:
         protocol = protocol.with_overrides({}, name=name)
     except (DmlbenchError, ValueError):
         return None
-    return protocol.search.trials if protocol.hash == protocol_hash else None
+    return protocol if protocol.hash == protocol_hash else None
+
+
+def declared_trials(name: str, protocol_hash: str) -> int | None:
+    """``search.trials`` of the protocol ``name`` rebuilt from a shipped protocol, or None when
+    it cannot be rebuilt or its hash is not ``protocol_hash`` (a different protocol)."""
+    protocol = rebuilt_protocol(name, protocol_hash)
+    return protocol.search.trials if protocol is not None else None
+
+
+def equivalence_margin(ref: ProtocolRef) -> float:
+    """The verdicts' practical-equivalence margin δ of the board of ``ref``: the protocol's
+    ``report.equivalence_margin`` where it can be rebuilt (a report setting, outside the hash,
+    so the shipped file's current value applies to records made before it changed), else the
+    default the power calculation chose (docs/reports.md)."""
+    from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
+
+    protocol = rebuilt_protocol(ref.name, ref.hash)
+    return protocol.report.equivalence_margin if protocol else DEFAULT_EQUIVALENCE_MARGIN
+
+
+def margin_words(metric: str, margin: float) -> str:
+    """``equivalence margin ±3 points`` (label distances in their own units)."""
+    if metric.startswith("mld@"):
+        return f"equivalence margin ±{margin:g}"
+    return f"equivalence margin ±{100 * margin:g} points"
 
 
 def spent_trials(records: Iterable[Record]) -> int:
@@ -83,11 +113,14 @@ def budget_words(trials: int) -> str:
     return f"tuned: {trials}-trial search per method on validation classes"
 
 
-def board_title(ref: ProtocolRef, records: Iterable[Record] = ()) -> str:
+def board_title(ref: ProtocolRef, records: Iterable[Record] = (), margin: str = "") -> str:
     """``glyphs-mini v3, tuned: 8-trial search per method on validation classes (protocol hash
-    958cce24ee12)``: the title of every per-protocol table, page and plot."""
+    958cce24ee12)``: the title of every per-protocol table, page and plot; ``margin`` (the
+    verdicts' equivalence margin in words, :func:`margin_words`) is added before the hash
+    where the board prints verdicts, since a verdict *equivalent* means nothing without it."""
     words = budget_words(search_trials(ref, records))
-    return f"{ref.name} v{ref.version}, {words}{HASH_PART}{ref.hash[:12]})"
+    extra = f"; {margin}" if margin else ""
+    return f"{ref.name} v{ref.version}, {words}{extra}{HASH_PART}{ref.hash[:12]})"
 
 
 def wrap_title(title: str, width: int) -> str:

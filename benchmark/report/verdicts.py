@@ -105,7 +105,9 @@ def compare_with_best(
         others = [j for j in range(k) if j != i]
         if not others:
             break
-        half = np.where(np.isfinite(se[i, others]), c * se[i, others], 0.0)
+        se_i = se[i, others]
+        half = np.zeros_like(se_i)  # a pair that never varies: a zero-width interval
+        half[np.isfinite(se_i)] = c * se_i[np.isfinite(se_i)]
         lower = float((diff[i, others] - half).min())
         upper = float((diff[i, others] + half).min())
         verdict = UNDECIDED

@@ -27,10 +27,12 @@ def rec(
     m: dict[str, float] | None = None,
 ) -> Record:
     """A fake record of protocol ``name`` / hash ``h``, like tests/test_records.py:make but
-    without the (slow) environment probe, so dozens of them cost nothing."""
+    without the (slow) environment probe, so dozens of them cost nothing. Its data
+    fingerprint is that of the name's base protocol: ``X`` and ``X@defaults`` are one data
+    set, two protocols are two (the rankings count a data set once)."""
     return Record(
         protocol=ProtocolRef(name=name, version=1, hash=h),
-        data_fingerprint="f",
+        data_fingerprint=f"f-{name.split('@')[0]}",
         method=method,
         seed=seed,
         stage=stage,
@@ -121,8 +123,9 @@ def test_search_trials_only_give_no_report_but_count_in_budget(tmp_path: Path) -
     final = rec("npairs", 0, "f" * 64, "q", epochs=5, m={"recall@1": 0.4})
     build_reports([*trials, final], tmp_path, PUBLISHED)
     budget = (tmp_path / "q-ffffffffffff-budget.csv").read_text().splitlines()
-    assert budget[0].split(",")[:5] == ["method", "trials", "finals", "n_seeds", "epochs"]
-    assert budget[1].split(",")[:5] == ["npairs", "3", "1", "1", "11"]
+    head = ["method", "trials", "complete", "pruned", "search_epochs", "finals", "n_seeds"]
+    assert budget[0].split(",")[:8] == [*head, "epochs"]
+    assert budget[1].split(",")[:8] == ["npairs", "3", "0", "0", "6", "1", "1", "11"]
 
 
 def test_one_protocol_hash_on_two_copies_of_the_data_is_refused(tmp_path: Path) -> None:
@@ -130,7 +133,7 @@ def test_one_protocol_hash_on_two_copies_of_the_data_is_refused(tmp_path: Path) 
 
     a, b = rec("npairs", 0), rec("npairs", 1)
     b = b.model_copy(update={"data_fingerprint": "0123456789abcdef-damaged"})
-    with pytest.raises(DmlbenchError, match=r"different data \(fingerprints 0123456789ab, f\)"):
+    with pytest.raises(DmlbenchError, match=r"different data \(fingerprints 0123456789ab, f-p\)"):
         build_reports([a, b], tmp_path)
 
 

@@ -14,8 +14,7 @@ def test_rows_show_seed_interval_bootstrap_and_selection() -> None:
         r = rec(
             "a", seed, m={"recall@1": v, "ci_recall@1_lo": v - 0.02, "ci_recall@1_hi": v + 0.02}
         )
-        r.search, r.hparams = search, {"margin": 0.2}
-        records.append(r)
+        records.append(r.model_copy(update={"search": search, "hparams": {"margin": 0.2}}))
     records.append(rec("untrained", 0, m={"recall@1": 0.1}))
     records.append(rec("a", 0, stage="search-trial", m={"val_recall@1": 0.81}))
     t = confidence_table(records)

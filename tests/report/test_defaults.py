@@ -1,56 +1,104 @@
-"""Paper defaults vs tuned: pairs X with X@defaults on the same data, means, ranks, rank change."""
+"""Paper defaults vs tuned, paired: shared seeds only, the paired difference, its interval and
+verdict, no rank change; boards paired only on the same data and version."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from dmlbench.records import Record
+from dmlbench.records import ProtocolRef, QueryHits, Record
 from dmlbench.report.build import build_reports
-from dmlbench.report.defaults import board_pairs, defaults_vs_tuned
+from dmlbench.report.defaults import (
+    BETTER,
+    WORSE,
+    board_pairs,
+    defaults_vs_tuned,
+    simultaneous_intervals,
+)
+from dmlbench.report.verdicts import EQUIVALENT, UNDECIDED, Replicates
 from tests.report.test_build import rec
 
-TUNED = {"a": [0.80, 0.82], "b": [0.75, 0.75], "c": [0.55, 0.57], "untrained": [0.3, 0.3]}
-DEFAULTS = {"a": [0.60], "b": [0.70], "c": [0.50], "d": [0.65], "untrained": [0.3]}
+# tuned: 5 seeds; defaults: seeds 0-2. b's search selected its defaults: seeds 0-2 identical.
+TUNED = {
+    "a": [0.80, 0.82, 0.81, 0.95, 0.95],
+    "b": [0.70, 0.72, 0.71, 0.50, 0.50],
+    "c": [0.50, 0.52, 0.49, 0.51, 0.50],
+    "untrained": [0.3] * 5,
+}
+DEFAULTS = {"a": [0.60, 0.61, 0.62], "b": [0.70, 0.72, 0.71], "c": [0.60, 0.61, 0.59],
+            "d": [0.65, 0.6, 0.6], "untrained": [0.3] * 3}  # fmt: skip
 
 
-def boards(fingerprint: str = "f", version: int = 1) -> list[Record]:
+def boards(fingerprint: str = "f-glyphs-mini", version: int = 1) -> list[Record]:
     out = [
         rec(m, s, "t" * 64, "glyphs-mini", m={"recall@1": v})
         for m, vs in TUNED.items()
         for s, v in enumerate(vs)
     ]
+    ref = ProtocolRef(name="glyphs-mini@defaults", version=version, hash="d" * 64)
     for m, vs in DEFAULTS.items():
         for s, v in enumerate(vs):
             r = rec(m, s, "d" * 64, "glyphs-mini@defaults", m={"recall@1": v})
-            r.data_fingerprint, r.protocol.version = fingerprint, version
-            out.append(r)
+            out.append(r.model_copy(update={"data_fingerprint": fingerprint, "protocol": ref}))
     return out
 
 
-def test_means_ranks_and_rank_change() -> None:
+def test_only_shared_seeds_are_compared_paired() -> None:
     [(tuned, defaults)] = board_pairs(boards())
     t = defaults_vs_tuned(tuned, defaults)
-    assert list(t.index) == ["a", "b", "c", "d", "untrained"]
-    assert t.loc["a", "tuned_mean"] == pytest.approx(0.81) and t.loc["a", "tuned_n_seeds"] == 2
-    assert t.loc["a", "defaults_mean"] == pytest.approx(0.60)
-    assert t.loc["a", "defaults_n_seeds"] == 1
-    assert t.loc["a", "difference"] == pytest.approx(0.21)
-    # defaults: b .70, d .65, a .60, c .50 -> b 1, d 2, a 3, c 4; tuned: a 1, b 2, c 3
-    assert t["defaults_rank"].tolist()[:4] == [3.0, 1.0, 4.0, 2.0]
-    assert t["tuned_rank"].tolist()[:3] == [1.0, 2.0, 3.0]
-    assert t["rank_change"].tolist()[:3] == [2.0, -1.0, 1.0]
-    assert t.loc[["d", "untrained"], "tuned_rank"].isna().all()  # not run / never ranked
-    assert t.loc["untrained", "difference"] == pytest.approx(0.0)
+    assert list(t.index) == ["a", "b", "c"]  # d is not on the tuned board; untrained never
+    assert (t["n_shared_seeds"] == 3).all() and t.attrs["seeds"] == [0, 1, 2]
+    assert t.loc["a", "tuned_mean"] == pytest.approx(0.81)  # seeds 0-2 only, not 0.866
+    assert t.loc["a", "difference"] == pytest.approx(0.20)
+    assert t.loc["b", "tuned_mean"] == pytest.approx(0.71)  # its seeds 3-4 (0.50) not counted
+    assert (t.loc["b", "difference"], t.loc["b", "lower"], t.loc["b", "upper"]) == (0, 0, 0)
+    assert t.loc["b", "verdict"] == EQUIVALENT  # the same runs: exactly 0
+    assert t.loc["a", "verdict"] == BETTER and t.loc["c", "verdict"] == WORSE
+    assert "rank_change" not in t.columns and "defaults_rank" not in t.columns
+
+
+def test_hand_computed_simultaneous_interval() -> None:
+    """Two methods whose replicates move by exactly ±0.01 and ±0.02: every studentised
+    deviation is 1 (up to the ddof), so c ≈ 1 and the intervals are the estimate ± se."""
+    boot = np.array([[0.11, 0.22], [0.09, 0.18]] * 50)
+    reps = Replicates(("a", "b"), np.array([0.10, 0.20]), boot)
+    lower, upper = simultaneous_intervals(reps)
+    se = boot.std(axis=0, ddof=1)
+    c = 0.01 / se[0]
+    np.testing.assert_allclose(lower, [0.10 - c * se[0], 0.20 - c * se[1]])
+    np.testing.assert_allclose(upper, [0.10 + c * se[0], 0.20 + c * se[1]])
+
+
+def test_noise_gives_undecided_and_hits_add_the_class_component() -> None:
+    classes = np.repeat(np.arange(40), 10)
+    rng = np.random.default_rng(0)
+    records = []
+    for name, h in (("glyphs-mini", "t" * 64), ("glyphs-mini@defaults", "d" * 64)):
+        for s in range(4):
+            hits = (rng.random(400) < 0.5).astype(float)
+            r = rec("a", s, h, name, m={"recall@1": float(hits.mean())})
+            records.append(r.model_copy(update={"query_hits": QueryHits.encode(hits, classes)}))
+            records.append(rec("b", s, h, name, m={"recall@1": 0.3 + 0.01 * s}))
+    [(tuned, defaults)] = board_pairs(records)
+    # b lacks hits: the whole pair falls back to seeds only, and says so
+    assert set(defaults_vs_tuned(tuned, defaults)["resampled"]) == {"seeds only"}
+    only_a = [r for r in tuned if r.method == "a"], [r for r in defaults if r.method == "a"]
+    t = defaults_vs_tuned(*only_a)
+    assert t.loc["a", "resampled"] == "seeds and test classes"
+    assert t.loc["a", "verdict"] == UNDECIDED  # independent coin flips: no claim either way
 
 
 def test_files_written_and_indexed(tmp_path: Path) -> None:
-    records = boards()
-    for r in records:  # the tuned board's selections say what its search spent
-        if r.protocol.name == "glyphs-mini" and r.method != "untrained":
-            r.search = {"trials": 8, "trial": 3, "metric": "recall@1", "value": 0.7, "epochs": 2}
+    search = {"trials": 8, "trial": 3, "metric": "recall@1", "value": 0.7, "epochs": 2}
+    records = [
+        r.model_copy(update={"search": search})
+        if r.protocol.name == "glyphs-mini" and r.method != "untrained"
+        else r
+        for r in boards()
+    ]
     written = build_reports(records, tmp_path)
     md, csv_path = (
         tmp_path / "glyphs-mini-defaults-vs-tuned.md",
@@ -60,14 +108,15 @@ def test_files_written_and_indexed(tmp_path: Path) -> None:
     text = md.read_text(encoding="utf-8")
     title = "glyphs-mini v1: paper defaults (no search) vs tuned (8-trial search per method)"
     assert f"## {title}\n" in text
-    row = next(line for line in text.splitlines() if line.startswith("| a "))
-    assert [c.strip() for c in row.split("|")[2:-1]] == [
-        "60.0", "1", "81.0", "2", "+21.0", "3", "1", "+2",
-    ]  # fmt: skip
+    assert "seeds both boards share (0, 1, 2)" in text and "noisy" in text
+    assert "different runs" not in text and "rank change" in text  # the note says why none
+    row = next(line for line in text.splitlines() if line.startswith("| b "))
+    cells = [c.strip() for c in row.split("|")[2:-1]]
+    assert cells == ["3", "71.0", "71.0", "+0.0 [+0.0, +0.0]", "equivalent"]
     with csv_path.open(encoding="utf-8") as fh:
         rows = {r["method"]: r for r in csv.DictReader(fh)}
-    assert float(rows["a"]["difference"]) == pytest.approx(0.21)
-    assert rows["d"]["tuned_mean"] == "" and rows["a"]["tuned_hash"] == "t" * 64
+    assert float(rows["a"]["difference"]) == pytest.approx(0.20)
+    assert rows["a"]["tuned_hash"] == "t" * 64 and rows["a"]["verdict"] == BETTER
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert "paper defaults (no search) vs tuned (8-trial search per method)" in index
 

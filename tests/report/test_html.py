@@ -72,7 +72,7 @@ def test_every_page_parses_and_its_images_exist(built: tuple[Path, list[Path]]) 
             "Confidence and selection",
             "Plots",
             "Tuning budget",
-            "Ranking across protocols",
+            "Ranking across data sets",
         } <= set(p.headings)
 
 
@@ -119,8 +119,8 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     records = [rec("a", 0, h="e" * 64, name="glyphs-mini")]
     for i, size in enumerate(["16", "32"]):
         name = sweep_name("glyphs-mini", "model.embedding_size", size)
-        records += [rec(m, 0, h=str(i) * 64, name=name, m={"recall@1": 0.3 + 0.1 * i})
-                    for m in ("a", "b")]  # fmt: skip
+        records += [rec(m, s, h=str(i) * 64, name=name, m={"recall@1": 0.3 + 0.1 * i + 0.01 * s})
+                    for m in ("a", "b") for s in (0, 1)]  # fmt: skip
     build_reports(records, tmp_path)
     index = tmp_path / "index.html"
     p = parse(index)
@@ -128,6 +128,7 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     links = re.findall(r'<a href="([^"]+)"', index.read_text())
     assert all((tmp_path / href).is_file() for href in links)
     assert len([h for h in links if h.endswith(".html")]) == 3
-    assert len([h for h in links if "-cd." in h]) == 4  # two sweep points with two methods each
+    assert len([h for h in links if "-forest." in h]) == 4  # two sweep points judged, PNG + SVG
+    assert not [h for h in links if "-cd." in h]
     assert p.images == ["sweep-glyphs-mini-model.embedding_size.png"]
     assert (tmp_path / p.images[0]).read_bytes()[:4] == b"\x89PNG"

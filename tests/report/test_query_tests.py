@@ -1,4 +1,4 @@
-"""Claims over test queries: seed-mean hits, class bootstrap, paired tests against the best."""
+"""Per-query hits: seed-mean rates, class sums for the crossed bootstrap, the confidence table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from dmlbench.records import QueryHits, Record
 from dmlbench.report.board import analyse_board, summary_markdown
 from dmlbench.report.confidence import confidence_table
-from dmlbench.report.query_tests import hit_rates, query_tests
+from dmlbench.report.query_tests import class_sums, hit_rates
 from dmlbench.report.tables import records_frame, summary_table
 from tests.report.test_build import rec
 
@@ -24,8 +24,7 @@ def hits_of(rate: float, seed: int) -> np.ndarray:
 
 def run(method: str, seed: int, hits: np.ndarray, classes: np.ndarray = CLASSES) -> Record:
     r = rec(method, seed, m={"recall@1": float(hits.mean())})
-    r.query_hits = QueryHits.encode(hits, classes)
-    return r
+    return r.model_copy(update={"query_hits": QueryHits.encode(hits, classes)})
 
 
 def board(rates: dict[str, float], seeds: int = 3) -> list[Record]:
@@ -54,41 +53,30 @@ def test_rates_are_seed_means_and_need_every_record_on_the_same_queries() -> Non
     assert hit_rates([run("a", 0, a0), other]) is None
 
 
-def test_a_clearly_worse_method_leaves_the_set_a_tie_stays() -> None:
-    records = board({"a": 0.7, "a-twin": 0.7, "weak": 0.35})
-    rates = hit_rates(records)
-    assert rates is not None
-    tests = query_tests(rates)
-    assert tests is not None
-    assert tests.best in {"a", "a-twin"} and "weak" not in tests.not_worse
-    assert set(tests.not_worse) == {"a", "a-twin"}
-    assert "class resamples" in tests.stability
+def test_class_sums_per_method_seed_and_class() -> None:
+    a0, a1, b0, b1 = (hits_of(0.6, i) for i in range(4))
+    records = [run("a", 0, a0), run("a", 1, a1), run("b", 0, b0), run("b", 1, b1)]
+    found = class_sums(records, ["a", "b"], [0, 1])
+    assert found is not None
+    sums, counts = found
+    assert sums.shape == (2, 2, 60) and counts.tolist() == [10.0] * 60
+    np.testing.assert_array_equal(sums[0, 1], a1.reshape(60, 10).sum(axis=1))
+    assert sums.sum() == a0.sum() + a1.sum() + b0.sum() + b1.sum()
+    assert class_sums(records, ["a", "b"], [0, 1, 2]) is None  # seed 2 missing
+    assert class_sums([*records, rec("c", 0)], ["a"], [0]) is None  # a record without hits
 
 
-def test_the_test_can_fail_to_separate() -> None:
-    """Two methods with the same hits are never separated (p = 1), whatever the board."""
-    same = hits_of(0.5, 3)
-    records = [run("a", 0, same), run("b", 0, same.copy()), run("untrained", 0, 0 * same)]
-    rates = hit_rates(records)
-    assert rates is not None
-    tests = query_tests(rates)
-    assert tests is not None and tests.not_worse == ["a", "b"]
-    assert query_tests(hit_rates([run("a", 0, same)])) is None
-
-
-def test_the_board_prints_the_query_lines_and_the_confidence_table_uses_classes() -> None:
+def test_the_board_resamples_classes_where_hits_exist_and_the_confidence_table_uses_them() -> None:
     records = [*board({"a": 0.7, "b": 0.68, "weak": 0.3}), run("untrained", 0, hits_of(0.1, 7))]
     df = records_frame(records)
-    result = analyse_board(df, records)
+    result = analyse_board(df, records, margin=0.03)
     md = summary_markdown("t", summary_table(df), result, False)
-    assert "Not significantly worse than the best over test queries" in md
-    assert (
-        "Stability over test queries (recall@1)" in md
-        and "untrained" not in md.split("test queries")[1].split("\n")[0]
-    )
+    assert result.resampled == "seeds and test classes"
+    assert "over seeds and over test queries, crossed" in md
+    assert analyse_board(df, margin=0.03).resampled == "seeds"  # no records: seeds only
+    assert "the test-class component is not counted" in analyse_board(df, margin=0.03).legend
     table = confidence_table(records)
     rates = hit_rates(records)
     assert rates is not None
     lo, hi = rates.interval("a")
     assert table.loc["a", "95% CI (queries)"] == f"[{100 * lo:.1f}, {100 * hi:.1f}]"
-    assert analyse_board(df).queries is None  # no records given: nothing claimed over queries

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,22 +21,24 @@ DEFAULTS_WORDS = "paper defaults, no search"
 def board(
     name: str, h: str, search: dict[str, int] | None = None, version: int = 1
 ) -> list[Record]:
-    """Two trained methods and the untrained row over two seeds (a CD diagram is drawn)."""
+    """Two trained methods and the untrained row over two seeds (a forest plot is drawn)."""
     out = []
     for seed in range(2):
         for method, value in (("a", 0.8), ("b", 0.6), ("untrained", 0.1)):
             r = rec(method, seed, h, name, m={"recall@1": value + 0.01 * seed})
-            r.protocol.version = version
+            update: dict[str, Any] = {
+                "protocol": r.protocol.model_copy(update={"version": version})
+            }
             if search and method != "untrained":
-                r.search = dict(search)
-            out.append(r)
+                update["search"] = dict(search)
+            out.append(r.model_copy(update=update))
     return out
 
 
 def test_tuned_and_defaults_boards_name_their_budget_everywhere(tmp_path: Path) -> None:
     """The shipped protocol is rebuilt from the records' name and its hash checked, so the
     title states its declared search budget: in the Markdown heading, the HTML title and
-    heading, and the critical-difference diagram's title."""
+    heading, and the forest plot's title."""
     tuned = load_protocol("glyphs-mini")
     defaults = tuned.without_search()
     assert tuned.search.trials > 0
@@ -50,15 +53,17 @@ def test_tuned_and_defaults_boards_name_their_budget_everywhere(tmp_path: Path) 
     ]
     for protocol, words in expected:
         stem = f"{protocol.name}-{protocol.short_hash}"
+        margin = "; equivalence margin ±3 points"  # verdicts are printed: δ is in the title
         title = (
-            f"{protocol.name} v{protocol.version}, {words} (protocol hash {protocol.short_hash})"
+            f"{protocol.name} v{protocol.version}, {words}{margin} (protocol hash "
+            f"{protocol.short_hash})"
         )
         md = (tmp_path / f"{stem}.md").read_text(encoding="utf-8")
         assert md.splitlines()[0] == f"## {title}"
         html = (tmp_path / f"{stem}.html").read_text(encoding="utf-8")
         assert f"<title>{title}</title>" in html and f"<h1>{title}</h1>" in html
-        svg = (tmp_path / f"{stem}-cd.svg").read_text(encoding="utf-8")
-        assert words in svg and f"(protocol hash {protocol.short_hash}): recall@1" in svg
+        svg = (tmp_path / f"{stem}-forest.svg").read_text(encoding="utf-8")
+        assert "equivalence margin" in svg and f"(protocol hash {protocol.short_hash})" in svg
         assert words in (tmp_path / f"{stem}.tex").read_text(encoding="utf-8")  # the caption
 
 
