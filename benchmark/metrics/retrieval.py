@@ -69,7 +69,9 @@ def knn(
     index.add(gallery)
     extra = 0 if self_index is None else 1
     want = min(k + extra, gallery.shape[0])
-    scale = float((queries**2).sum(axis=1).max(initial=0.0) + (gallery**2).sum(axis=1).max())
+    g_scale = (gallery**2).sum(axis=1).max()
+    q_scale = g_scale if queries is gallery else (queries**2).sum(axis=1).max(initial=0.0)
+    scale = float(q_scale + g_scale)
     take = min(want + TIE_CANDIDATES, gallery.shape[0])
     while True:
         dist, idx = index.search(queries, take)
@@ -77,12 +79,14 @@ def knn(
         if take == gallery.shape[0] or bool((dist[:, -1] > boundary).all()):
             break
         take = min(2 * take, gallery.shape[0])
-    idx = _rerank_near_ties(queries, gallery, dist, idx, TIE_RTOL * max(scale, 1e-12))
-    if self_index is not None:
-        is_self = idx == np.asarray(self_index)[:, None]
-        order = np.argsort(is_self, axis=1, kind="stable")  # non-self first, order kept
-        idx = np.take_along_axis(idx, order, axis=1)
-    return idx[:, : want - extra]
+    idx = _rerank_near_ties(queries, gallery, dist, idx, TIE_RTOL * max(scale, 1e-12), want)
+    if self_index is None:
+        return idx[:, :want]
+    # The query's own item leaves its list, the others keep their order (no sort: one gather).
+    is_self = idx == np.asarray(self_index)[:, None]
+    at = np.where(is_self.any(axis=1), is_self.argmax(axis=1), idx.shape[1])
+    cols = np.arange(want - 1)[None, :]
+    return np.take_along_axis(idx, cols + (cols >= at[:, None]), axis=1)
 
 
 TIE_CANDIDATES = 8  # extra candidates fetched so ties at the k-th place can be resolved
@@ -90,35 +94,66 @@ TIE_RTOL = 1e-5  # float32 rounding of squared distances, relative to their larg
 
 
 def _rerank_near_ties(
-    queries: np.ndarray, gallery: np.ndarray, dist: np.ndarray, idx: np.ndarray, tol: float
+    queries: np.ndarray,
+    gallery: np.ndarray,
+    dist: np.ndarray,
+    idx: np.ndarray,
+    tol: float,
+    keep: int | None = None,
 ) -> np.ndarray:
-    """Candidates ordered by float64 distance, then gallery index — recomputed only for the rows
-    where two candidates lie within ``tol`` (float32 rounding) of each other.
+    """Candidates ordered by float64 distance, then gallery index, where faiss's float32 order
+    may be wrong: inside each run of candidates whose consecutive float32 distances lie within
+    ``tol`` (float32 rounding) of each other.
 
-    Where every gap between consecutive float32 distances exceeds the rounding, faiss's order
-    is already the exact one and there is no tie to break. Measured on 5,924 random unit
-    vectors of 512-d (CUB's shape), one core busy: k = 60 took 1.2–1.4 s against 1.5–1.7 s when
-    every row was re-ranked; at k = 1,000 nearly every row holds a near-tie and the time is the
-    same (about 19 s)."""
-    near = (np.diff(dist, axis=1) <= tol).any(axis=1)
-    if not near.any():
+    Two candidates further apart than the rounding are already in their exact order (faiss's
+    float32 distance is within ``tol / 2`` of the exact one), so only the members of a run need
+    their float64 distance, and only their order within the run can change. Until 2026-11 every
+    candidate of a row with a run was recomputed in float64 and the whole row sorted: the same
+    order (``tests/metrics/test_fast_evaluation.py`` checks it against that engine, bit for bit)
+    at 20 to 40 times the work, since at CUB scale 98% of rows hold a run somewhere among their
+    89 candidates while only 5% of the candidates are in one; that sort was 70% of the
+    evaluation (docs/performance.md, "Where evaluation time goes").
+
+    Only the first ``keep`` candidates are returned in that order (the rest are cut off by the
+    caller): a run that starts after them is left as faiss ranked it.
+    """
+    near = np.diff(dist, axis=1) <= tol  # near[:, j]: candidates j and j + 1 may swap
+    if keep is not None and keep < near.shape[1]:  # links beyond: only the run across the cut
+        near[:, keep:] = np.logical_and.accumulate(near[:, keep - 1 :], axis=1)[:, 1:]
+    rows = np.flatnonzero(near.any(axis=1))
+    if not len(rows):
         return idx
-    rows = np.flatnonzero(near)
+    near = near[rows]
     sub = idx[rows]
-    exact = _squared_distances(queries[rows], gallery, sub)
+    run = np.zeros(sub.shape, dtype=np.int64)  # run number of each candidate along its row
+    np.cumsum(~near, axis=1, out=run[:, 1:])
+    member = np.zeros(sub.shape, dtype=bool)
+    member[:, 1:] = near
+    member[:, :-1] |= near
+    r, c = np.nonzero(member)
+    exact = np.zeros(sub.shape, dtype=np.float64)  # 0 outside runs: a run of one keeps its place
+    exact[r, c] = _pair_distances(queries, gallery, rows[r], sub[r, c])
     idx = idx.copy()
-    idx[rows] = np.take_along_axis(sub, np.lexsort((sub, exact)), axis=1)
+    idx[rows] = np.take_along_axis(sub, np.lexsort((sub, exact, run)), axis=1)
     return idx
 
 
-def _squared_distances(queries: np.ndarray, gallery: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Float64 squared distances from each query to its candidates, in blocks of queries."""
-    out = np.empty(idx.shape, dtype=np.float64)
-    block = max(1, 2**22 // max(1, idx.shape[1] * gallery.shape[1]))
-    for s in range(0, len(queries), block):
-        q = queries[s : s + block].astype(np.float64)[:, None, :]
-        g = gallery[idx[s : s + block]].astype(np.float64)
-        out[s : s + block] = ((q - g) ** 2).sum(axis=2)
+def _pair_distances(
+    queries: np.ndarray, gallery: np.ndarray, q: np.ndarray, g: np.ndarray
+) -> np.ndarray:
+    """Float64 squared distances of the pairs (queries[q[i]], gallery[g[i]]), in blocks.
+
+    Each is the sum of the squared float64 differences over the d coordinates, as one
+    contiguous NumPy reduction: the same float64 value, bit for bit, as before 2026-11 (when
+    a block of queries times all its candidates was reduced along its last axis), so exact ties
+    keep falling to the lower index."""
+    out = np.empty(len(q), dtype=np.float64)
+    block = max(1, 2**20 // max(1, gallery.shape[1]))
+    for s in range(0, len(q), block):
+        diff = queries[q[s : s + block]].astype(np.float64)
+        diff -= gallery[g[s : s + block]]
+        diff *= diff
+        out[s : s + block] = diff.sum(axis=1)
     return out
 
 
@@ -273,9 +308,16 @@ def evaluate(
     out: dict[str, float] = {"queries": float(scored.sum()), "lone_queries": float((~scored).sum())}
     if scored.any():
         self_index = q_idx[scored] if same_source else None  # g_idx is every item then
+        every = queries is None and bool(scored.all())  # then no copy of the embeddings
         out.update(
             ranked_retrieval(
-                x[q_idx][scored], x[g_idx], q_labels[scored], g_labels, r[scored], spec, self_index
+                x if every else x[q_idx][scored],
+                x if gallery is None else x[g_idx],
+                q_labels[scored],
+                g_labels,
+                r[scored],
+                spec,
+                self_index,
             )
         )
     if spec.nmi:
