@@ -28,6 +28,7 @@ from dmlbench.engine.checkpoint import TrainingInterrupted
 from dmlbench.engine.tracking import RunLog, Shifted, Tracker, activated, current, open_tracker
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, method_for
+from dmlbench.metrics.selection import validation_spec
 from dmlbench.options import RunOptions, SearchOptions, torch_threads
 from dmlbench.protocol import MetricsSpec, Protocol
 from dmlbench.search.storage import claim_lock, open_storage, quiet_optuna
@@ -39,7 +40,7 @@ from dmlbench.search.study import (
     reap_local_dead,
     study_name,
 )
-from dmlbench.search.validation import objective_metric, validation_folds, validation_metrics
+from dmlbench.search.validation import objective_metric, validation_folds
 
 if TYPE_CHECKING:
     import optuna
@@ -278,7 +279,7 @@ def _train_folds(
     from dmlbench.engine.train import resolve_device, train
 
     seed = protocol.seeds[0]
-    spec = validation_metrics(protocol, metric)
+    spec = validation_spec(protocol.metrics, metric)  # only the selection metric
     device = resolve_device(run.device)
     for f, (tr_idx, va_idx) in enumerate(folds):
         tr, va = train_split.subset(tr_idx), train_split.subset(va_idx)
