@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from pydantic import (
 
 from dmlbench.errors import ProtocolError, did_you_mean, format_validation_error
 
+COMPONENT_CHECK = "dmlbench.engine.components:check_components"
 HASH_EXCLUDE: dict[str, Any] = {
     "description": True,
     "citation": True,
@@ -334,54 +336,12 @@ def validate_protocol(raw: dict[str, Any], source: str) -> Protocol:
 
 
 def _check_components(protocol: Protocol, source: str) -> None:
-    # Imported here: data/models/methods import this module.
-    from dmlbench.data import DATASETS
-    from dmlbench.errors import DmlbenchError, RegistryError
-    from dmlbench.methods import METHODS
-    from dmlbench.models import BACKBONES, backbone_exists, check_weights
-    from dmlbench.models.bn_inception import bn_inception_takes
-
-    try:
-        dataset = DATASETS.get(protocol.data.dataset)
-    except RegistryError as err:
-        raise ProtocolError(f"{source}: data.dataset: {err}") from None
-    try:
-        dataset.Params.model_validate(protocol.data.params)
-    except ValidationError as err:
-        msg = format_validation_error(err, dataset.Params, prefix="data.params")
-        raise ProtocolError(f"{source}: {msg}") from None
-    if not backbone_exists(protocol.model.backbone):
-        hint = did_you_mean(protocol.model.backbone, BACKBONES.list())
-        raise ProtocolError(
-            f"{source}: model.backbone: unknown backbone '{protocol.model.backbone}'{hint}"
-        )
-    try:  # an unknown pretrained tag: refused by validate too, not only by run
-        check_weights(protocol.model.backbone, protocol.model.pretrained)
-    except DmlbenchError as err:
-        raise ProtocolError(f"{source}: {err}") from None
-    for method in protocol.methods:
-        if method not in METHODS:
-            hint = did_you_mean(method, METHODS.list())
-            raise ProtocolError(f"{source}: methods: unknown method '{method}'{hint}")
-        try:
-            METHODS.get(method).check_batch(protocol.batch.size, protocol.batch.samples_per_class)
-        except DmlbenchError as err:
-            raise ProtocolError(f"{source}: batch.size: {err}") from None
-    if protocol.model.backbone == "bn-inception":
-        from dmlbench.data.transforms import output_size
-
-        for split in ("train", "test"):
-            size = output_size(getattr(protocol.images, split))
-            if size is not None and not bn_inception_takes(size):
-                near = min(
-                    (s for s in range(max(size - 32, 32), size + 33) if bn_inception_takes(s)),
-                    key=lambda s: abs(s - size),
-                )
-                raise ProtocolError(
-                    f"{source}: images.{split}: bn-inception cannot take {size} px images (its "
-                    f"inception branches end in different sizes); the nearest size it takes is "
-                    f"{near}"
-                )
+    """The names a protocol gives (data set, backbone, weights, methods) against the
+    registries of the layers above this one: resolved by name when a protocol is validated
+    (a lazy "module:object" entry, as lm-evaluation-harness's registry does), so this module
+    imports none of them."""
+    module, _, name = COMPONENT_CHECK.partition(":")
+    getattr(importlib.import_module(module), name)(protocol, source)
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

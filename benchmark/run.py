@@ -75,7 +75,9 @@ def _run_protocol(
 ) -> list[Record]:
     _check_methods(protocol, methods, options)
     unwritable = folder_problem(options.results_dir, "--results-dir")  # a file fails here
-    data = load_data(protocol, options.data_root, check_ks=True)
+    data = load_data(
+        protocol, options.data_root, check_test=lambda test: check_ks(protocol.metrics, test)
+    )
     check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
     overrides = dict(options.overrides)
     if options.max_steps is not None:

@@ -25,10 +25,19 @@ __all__ = [
     "HParams",
     "Method",
     "create_method",
+    "is_catalogue_entry",
     "load_plugins",
     "method_for",
     "register_method",
 ]
+
+
+def is_catalogue_entry(name: str) -> bool:
+    """Whether a registered method is a catalogue entry (a library's loss by name, docs/methods.md
+    "The catalogue") rather than a method with a module of its own."""
+    from dmlbench.methods._catalogue import CatalogueMethod
+
+    return issubclass(METHODS.get(name), CatalogueMethod)
 
 
 def _import_builtin() -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from dmlbench.leaderboard import check
+from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
-from dmlbench.leaderboard.check import Row, format_rows, run_check
+from dmlbench.leaderboard.check import Entry, Row, format_rows, run_check
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.leaderboard.tolerances import CAP, TOLERANCES, K
 
@@ -26,7 +27,9 @@ EPILOG = """examples:
 
 def cmd_check(args: argparse.Namespace) -> int:
     lb_dir = Path(args.leaderboard_dir)
-    names = select_boards(check.LEADERBOARD, [args.protocol] if args.protocol else None, args.board)
+    names = select_boards(
+        boards.LEADERBOARD, [args.protocol] if args.protocol else None, args.board
+    )
     start, cpu_start, load = time.perf_counter(), _cpu_seconds(), os.getloadavg()[0]
     jobs = args.jobs or default_jobs()
     progress = not args.no_progress and jobs == 1
@@ -51,8 +54,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         failed: list[Row] = []
     else:
         rows = run_check(
-            lb_dir, names, args.method, progress=progress, jobs=jobs, strict=args.strict
-        )
+            lb_dir, names, args.method, progress=progress, jobs=jobs, strict=args.strict,
+            on_entry=_print_entry, on_note=lambda line: print(line, file=sys.stderr),
+        )  # fmt: skip
         print(format_rows(rows))
         failed = [r for r in rows if not r.ok]
         if failed:
@@ -73,6 +77,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         f"{os.getloadavg()[0]:.2f} at end, {os.cpu_count()} CPUs)"
     )
     return 1 if failed else 0
+
+
+def _print_entry(e: Entry) -> None:
+    verdict = f"FAIL {', '.join(e.failed)}" if e.failed else "ok"
+    print(
+        f"[{e.index:2}/{e.total}] {e.protocol} {e.method:22} {e.seconds:6.1f} s  {verdict}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _update_sweeps(args: argparse.Namespace, lb_dir: Path, jobs: int) -> int:
@@ -136,7 +149,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--protocol",
         # read when the parser is built (tests patch it)
-        choices=sorted({b.base for b in check.LEADERBOARD.values()}),
+        choices=sorted({b.base for b in boards.LEADERBOARD.values()}),
         default=None,
         help="only this protocol's boards (default: both protocols)",
     )

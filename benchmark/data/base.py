@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -169,20 +170,21 @@ def load_data(
     protocol: Protocol,
     data_root: str | None = None,
     cache: Path | None = None,
-    check_ks: bool = False,
+    check_test: Callable[[Split], None] | None = None,
 ) -> DataSplits:
     """Build the splits a protocol names (generating or reading them as the source does).
 
     Sources that read real images (``takes_images``) get the protocol's image pipelines, and
-    with ``check_ks`` check the metrics' K against the test gallery before building the
-    image cache (a run would stop there anyway, after minutes of decoding).
+    call ``check_test`` on the test split's labels (no pixels yet) before building the image
+    cache: the caller's check (the run's: the metrics' K against the gallery) then fails in
+    seconds, not after minutes of decoding. The check comes from above: data knows no metric.
     """
     source_cls = DATASETS.get(protocol.data.dataset)
     params = source_cls.Params.model_validate(protocol.data.params)
     takes_images = getattr(source_cls, "takes_images", False)
     source = source_cls(protocol.images) if takes_images else source_cls()
-    if takes_images and check_ks:
-        source.metrics = protocol.metrics
+    if takes_images:
+        source.check_test = check_test
     if data_root is not None and not source_cls.reads_root:
         log.warning(
             "--data-root %s is ignored: data set %s is generated and reads no files",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -33,7 +33,7 @@ from dmlbench.data.base import DatasetSource, DataSplits, Split
 from dmlbench.data.cache import CachedImages, open_or_build
 from dmlbench.data.transforms import build_pipeline, is_random, require_fixed_size
 from dmlbench.errors import DataError, MissingFile
-from dmlbench.protocol import ImagesSpec, MetricsSpec
+from dmlbench.protocol import ImagesSpec
 
 if TYPE_CHECKING:
     from dmlbench.protocol import Protocol
@@ -183,7 +183,7 @@ class ImageSource(DatasetSource):
     def __init__(self, images: ImagesSpec | None = None, workers: int | None = None) -> None:
         self.images = images
         self.workers = workers
-        self.metrics: MetricsSpec | None = None  # set by load_data: K is checked early
+        self.check_test: Callable[[Split], None] | None = None  # set by load_data
 
     def entries(self, params: BaseModel, root: Path) -> list[Entry]:
         raise NotImplementedError
@@ -219,11 +219,9 @@ class ImageSource(DatasetSource):
             test_roles = roles[test_idx]
             queries = np.flatnonzero(test_roles == "query")
             gallery = np.flatnonzero(test_roles == "gallery")
-        if self.metrics is not None:  # before decoding thousands of images, not after
-            from dmlbench.metrics.retrieval import check_ks
-
+        if self.check_test is not None:  # before decoding thousands of images, not after
             labels_only = torch.utils.data.TensorDataset()
-            check_ks(self.metrics, Split(labels_only, labels[test_idx], "class", queries, gallery))
+            self.check_test(Split(labels_only, labels[test_idx], "class", queries, gallery))
         test = Split(split("test", test_idx), labels[test_idx])
         test.queries, test.gallery = queries, gallery
         info = {

@@ -21,21 +21,14 @@ uncapped and says so (:func:`off_path`). It refuses (exit 2) when the shipped pr
 or the data fingerprint no longer matches the committed leaderboard: that change needs a
 regenerated leaderboard, not a tolerance.
 
-Cost: DREML with the paper's 12 learners costs 12 networks per step, alone a large share of
-CI's budget, so the defaults board runs it with ``LEADERBOARD_HPARAMS`` (2 learners, the
-paper's D = 12 meta-classes). It is passed like ``--hparam``, so the runner marks that record
-with ``overrides: {hparams: ...}`` and the report puts it in its own table; every other
-defaults entry runs its paper defaults with no override. DREML is not on the tuned boards
-(``DEFAULTS_ONLY`` says why): its search and seeds alone would exceed the boards' hour. A
-method whose defaults changed since the leaderboard was made is re-run with the committed
-hyper-parameters, with a warning.
+Which boards, methods and seeds make the leaderboard: :mod:`dmlbench.leaderboard.boards`.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.leaderboard.boards import TUNED, Board, boards
-from dmlbench.leaderboard.tasks import UNTRAINED, Task, run_tasks
+from dmlbench.leaderboard import boards
+from dmlbench.leaderboard.tasks import Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
     TOLERANCES,
     K,
@@ -55,26 +48,20 @@ from dmlbench.leaderboard.tolerances import (
 )
 from dmlbench.records import Record, cpu_name, load_records
 
-LEADERBOARD: dict[str, Board] = boards(("glyphs-mini", "glyphs-mini"), ("poses-mini", "poses-mini"))
-LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
-# Catalogue entries on the boards beside the founding papers' methods: the later losses a
-# researcher compares with first (issue "Every loss by name"). Each glyphs-mini entry adds
-# about 20 s of a core per board to every CI run; the other entries' own tests guard them.
-LEADERBOARD_CATALOGUE: tuple[str, ...] = (
-    "proxy-anchor",
-    "soft-triple",
-    "circle",
-    "supcon",
-    "arcface",
-    "smooth-ap",
-)
-SEED = 0
-# Methods on the defaults board only, with the reason (printed under the tuned board's table).
-DEFAULTS_ONLY: dict[str, str] = {
-    "dreml": "its paper's 12-learner ensemble trains 12 networks per step: 8 search trials and "
-    "5 seeds would cost about 35 core-minutes alone, beyond the tuned boards' hour; the "
-    "defaults board's 2-learner run is a hand-set override, which a tuned board does not take"
-}
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One re-run entry, finished: what the caller shows as progress (the CLI prints a line)."""
+
+    index: int
+    total: int
+    protocol: str
+    method: str
+    seconds: float
+    record: Record
+    failed: list[str]  # metrics beyond their tolerance
 
 
 @dataclass
@@ -97,57 +84,6 @@ class Row:
         return abs(self.diff) <= self.tolerance  # False when either value is NaN
 
 
-def leaderboard_protocol(name: str) -> Any:
-    """The protocol of board ``name`` (:meth:`Board.load`)."""
-    if name not in LEADERBOARD:
-        raise DmlbenchError(f"'{name}' is not a leaderboard board ({', '.join(LEADERBOARD)})")
-    return LEADERBOARD[name].load()
-
-
-def is_tuned(name: str) -> bool:
-    return LEADERBOARD[name].kind == TUNED
-
-
-def leaderboard_methods(protocol: Any) -> list[str]:
-    """The protocol's label kind's methods on the board: every method with a module of its own
-    in ``methods/`` (the methods of Fehervari et al. 2019, Kim et al. CVPR 2019 and Wang et
-    al. CVPR 2019) plus the catalogue entries in
-    ``LEADERBOARD_CATALOGUE``; the other catalogue entries are left off to keep the check
-    within its time budget."""
-    from dmlbench.data import DATASETS
-    from dmlbench.methods import METHODS
-    from dmlbench.methods._catalogue import CatalogueMethod
-
-    kind = DATASETS.get(protocol.data.dataset).label_kind
-    return [
-        m
-        for m in METHODS.list()
-        if METHODS.get(m).label_kind == kind
-        and (not issubclass(METHODS.get(m), CatalogueMethod) or m in LEADERBOARD_CATALOGUE)
-    ]
-
-
-def board_methods(name: str) -> list[str]:
-    """The trained entries of board ``name``: :func:`leaderboard_methods` of its protocol,
-    without ``DEFAULTS_ONLY`` on a tuned board."""
-    methods = leaderboard_methods(leaderboard_protocol(name))
-    return [m for m in methods if not (is_tuned(name) and m in DEFAULTS_ONLY)]
-
-
-def expected_hparams(method: str) -> dict[str, Any]:
-    """A method's resolved hyper-parameters on the defaults board (defaults + leaderboard's)."""
-    from dmlbench.methods import METHODS
-
-    if method == UNTRAINED:
-        return {}
-    cls = METHODS.get(method)
-    return {
-        **cls.defaults,
-        "samples_per_class": cls.samples_per_class,
-        **LEADERBOARD_HPARAMS.get(method, {}),
-    }
-
-
 def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Record]]]:
     """The tolerances and the committed seed-0 final records, by board name and method."""
     tolerances = load_tolerances(lb_dir)
@@ -159,7 +95,7 @@ def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Reco
         raise DmlbenchError(problems[0])
     board: dict[str, dict[str, Record]] = {}
     for r in records:
-        if r.stage == "final" and r.seed == SEED and set(r.overrides) <= {"hparams"}:
+        if r.stage == "final" and r.seed == boards.SEED and set(r.overrides) <= {"hparams"}:
             board.setdefault(r.protocol.name, {})[r.method] = r
     return tolerances, board
 
@@ -168,7 +104,7 @@ def verify(
     name: str, protocol: Any, fingerprint: str, entries: dict[str, Record], tolerances: Tolerances
 ) -> None:
     """Refuse (one line, exit 2) a leaderboard made under another protocol or data."""
-    base = LEADERBOARD[name].base if name in LEADERBOARD else name
+    base = boards.LEADERBOARD[name].base if name in boards.LEADERBOARD else name
     fix = f"regenerate it: dmlbench check --update --protocol {base}"
     tol = tolerances.protocols.get(name)
     for what, committed in [("tolerances", tol.hash if tol else "missing")] + [
@@ -232,11 +168,6 @@ def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread
     return rows
 
 
-def leaderboard_overrides(method: str) -> dict[str, Any]:
-    """The overrides the runner records for an entry: only hand-set hyper-parameters."""
-    return {"hparams": LEADERBOARD_HPARAMS[method]} if method in LEADERBOARD_HPARAMS else {}
-
-
 def select_entries(
     names: list[str], methods: list[str] | None, available: dict[str, list[str]]
 ) -> dict[str, list[str]]:
@@ -255,9 +186,10 @@ def run_check(
     names: list[str] | None,
     methods: list[str] | None,
     progress: bool = True,
-    on_entry: Callable[[str, str, float, Record], None] | None = None,
+    on_entry: Callable[[Entry], None] | None = None,
     jobs: int = 1,
     strict: bool = False,
+    on_note: Callable[[str], None] | None = None,
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
 
@@ -266,57 +198,52 @@ def run_check(
 
     ``jobs`` entries run side by side, longest first (by the committed record's wall time),
     one torch thread each (:mod:`dmlbench.leaderboard.tasks`), so the numbers do not depend on it.
-    ``on_entry(protocol, method, seconds, record)`` is called after each entry
-    (``dmlbench.perf.check`` times them with it).
+    ``on_entry(entry)`` is called after each entry (the CLI prints a progress line,
+    ``dmlbench.perf.check`` times them), ``on_note(line)`` with what the user should read
+    (tolerances off the portable path, entries not yet on the board, new metrics, changed
+    defaults); this module prints nothing.
     """
     from dmlbench.data import load_data
 
+    note = on_note or log.warning
     tolerances, board = load_leaderboard(lb_dir)
     if not strict and (why := off_path(tolerances)):
         tolerances = _seed_noise(tolerances)
-        print(
+        note(
             f"note: {why}: re-runs here are not bit-identical, so each tolerance is {K:g} x the "
-            "seed spread, uncapped (--strict: the capped ones)",
-            file=sys.stderr,
+            "seed spread, uncapped (--strict: the capped ones)"
         )
     names = names or sorted(board)
     for n in names:
         if n not in board:
             raise DmlbenchError(f"{lb_dir}: no leaderboard for {n} (dmlbench check --update)")
     chosen = select_entries(names, methods, {n: sorted(board[n]) for n in names})
-    protocols = {n: leaderboard_protocol(n) for n in names}
+    protocols = {n: boards.leaderboard_protocol(n) for n in names}
     tasks: list[Task] = []
     for n in names:  # refuse before any training
         verify(n, protocols[n], load_data(protocols[n]).fingerprint, board[n], tolerances)
-        tasks += [check_task(n, protocols[n], board[n][m]) for m in chosen[n]]
-        for m in sorted(set(board_methods(n)) - set(board[n])):
-            print(f"warning: {n}: {m} is not on the leaderboard yet", file=sys.stderr)
+        tasks += [check_task(n, protocols[n], board[n][m], note) for m in chosen[n]]
+        for m in sorted(set(boards.board_methods(n)) - set(board[n])):
+            note(f"warning: {n}: {m} is not on the leaderboard yet")
     tasks.sort(key=lambda t: -board[t.name][t.method].timings.wall_seconds)
     results: dict[tuple[str, str], Record] = {}
 
     def finished(task: Task, seconds: float, records: list[Record]) -> None:
         n, m, [now] = task.name, task.method, records
         results[n, m] = now
-        if on_entry is not None:
-            on_entry(n, m, seconds, now)
         old = board[n][m]
         if extra := sorted(set(now.metrics) - set(old.metrics)):
-            print(
+            note(
                 f"note: {n}/{m}: new metric(s) {', '.join(extra)} not on the leaderboard "
-                "(not compared; --update adds them)",
-                file=sys.stderr,
+                "(not compared; --update adds them)"
             )
         bad = [
             r.metric
             for r in compare(n, old, now, tolerances.protocols[n].methods.get(m, {}))
             if not r.ok
         ]
-        verdict = f"FAIL {', '.join(bad)}" if bad else "ok"
-        print(
-            f"[{len(results):2}/{len(tasks)}] {n} {m:22} {seconds:6.1f} s  {verdict}",
-            file=sys.stderr,
-            flush=True,
-        )
+        if on_entry is not None:
+            on_entry(Entry(len(results), len(tasks), n, m, seconds, now, bad))
 
     with tempfile.TemporaryDirectory(prefix="dmlbench-check-") as tmp:
         run_tasks(tasks, Path(tmp), jobs, finished, progress)
@@ -345,19 +272,18 @@ def _seed_noise(tolerances: Tolerances) -> Tolerances:
     return tolerances.model_copy(update={"protocols": protocols})
 
 
-def check_task(name: str, protocol: Any, old: Record) -> Task:
+def check_task(name: str, protocol: Any, old: Record, note: Callable[[str], None]) -> Task:
     """The re-run of a committed entry: the tuned board's with its committed selection (no
     search), a defaults entry with today's defaults, or its committed ones if they changed."""
     m = old.method
-    if is_tuned(name):
+    if boards.is_tuned(name):
         return Task(name, protocol, m, (old.seed,), selection=old.search or None)
-    if old.hparams == expected_hparams(m):
-        return Task(name, protocol, m, (old.seed,), LEADERBOARD_HPARAMS.get(m))
-    print(
+    if old.hparams == boards.expected_hparams(m):
+        return Task(name, protocol, m, (old.seed,), boards.LEADERBOARD_HPARAMS.get(m))
+    note(
         f"warning: {name}/{m}: the committed hyper-parameters differ from the method's "
         "defaults (+ LEADERBOARD_HPARAMS); re-running the committed ones; regenerate the "
-        "leaderboard if the change is deliberate",
-        file=sys.stderr,
+        "leaderboard if the change is deliberate"
     )
     return Task(name, protocol, m, (old.seed,), old.hparams)
 

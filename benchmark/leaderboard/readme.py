@@ -23,7 +23,7 @@ ROWS = 6
 
 def report_path(reports_dir: Path, board: str = BOARD) -> Path:
     """The board's main Markdown table (not its confidence, budget or override tables)."""
-    from dmlbench.leaderboard.check import leaderboard_protocol
+    from dmlbench.leaderboard.boards import leaderboard_protocol
 
     protocol = leaderboard_protocol(board)
     return reports_dir / f"{protocol.name}-{protocol.short_hash}.md"

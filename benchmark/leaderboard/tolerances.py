@@ -30,8 +30,8 @@ import yaml
 from pydantic import ValidationError
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.leaderboard.tasks import UNTRAINED
 from dmlbench.protocol import StrictModel
+from dmlbench.records import UNTRAINED
 
 K = 3.0
 

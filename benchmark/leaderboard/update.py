@@ -27,13 +27,13 @@ from typing import Any
 import yaml
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.leaderboard import check
-from dmlbench.leaderboard.check import (
+from dmlbench.leaderboard import boards, check
+from dmlbench.leaderboard.boards import (
     LEADERBOARD_HPARAMS,
     expected_hparams,
     leaderboard_overrides,
 )
-from dmlbench.leaderboard.tasks import THREADS, UNTRAINED, Task, run_tasks
+from dmlbench.leaderboard.tasks import THREADS, Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
     CAP,
     FLOOR,
@@ -49,7 +49,14 @@ from dmlbench.leaderboard.tolerances import (
     spread,
     typical_std,
 )
-from dmlbench.records import Record, atomic_write_text, load_records, record_path, save_record
+from dmlbench.records import (
+    UNTRAINED,
+    Record,
+    atomic_write_text,
+    load_records,
+    record_path,
+    save_record,
+)
 
 COMMAND = "dmlbench check --update"
 STAGING = ".staging"  # a full update's new board folders, before they are swapped in
@@ -85,14 +92,14 @@ def update_leaderboard(
 
     A defaults entry's seed is one task, a tuned entry (its search, then its seeds) is one,
     ``jobs`` at a time (:func:`_tasks`, :mod:`dmlbench.leaderboard.tasks`)."""
-    old = _old_tolerances(lb_dir, whole=methods is None and set(names) == set(check.LEADERBOARD))
+    old = _old_tolerances(lb_dir, whole=methods is None and set(names) == set(boards.LEADERBOARD))
     shutil.rmtree(lb_dir / STAGING, ignore_errors=True)  # left by an interrupted swap
     protocols_out = dict(old.protocols) if old else {}
-    protocols = {n: check.leaderboard_protocol(n) for n in names}
+    protocols = {n: boards.leaderboard_protocol(n) for n in names}
     chosen = check.select_entries(
         names,
         methods,
-        {n: [UNTRAINED, *check.board_methods(n)] for n in protocols},
+        {n: [UNTRAINED, *boards.board_methods(n)] for n in protocols},
     )
     fingerprints = _fingerprints(protocols, protocols_out, partial=methods is not None)
     tasks = _tasks(protocols, chosen, work)
@@ -114,7 +121,7 @@ def update_leaderboard(
     for n, protocol in protocols.items():
         prev = protocols_out.get(n)
         spreads = dict(prev.methods) if methods is not None and prev else {}
-        seeds = check.LEADERBOARD[n].seeds
+        seeds = boards.LEADERBOARD[n].seeds
         spreads |= {m: _spreads(records[n, m], seeds) for m in chosen[n]}
         typical = typical_std(spreads)
         spreads = {
@@ -135,7 +142,7 @@ def update_leaderboard(
                 )
                 # The committed record names the generator, not this machine's work folder.
                 save_record(r.model_copy(update={"command": COMMAND}), path)
-        if check.is_tuned(n):
+        if boards.is_tuned(n):
             _copy_trials(work, dest, protocol, chosen[n])
         protocols_out[n] = ProtocolTolerances(
             seeds=list(seeds), hash=protocol.hash, data_fingerprint=fingerprints[n], methods=spreads
@@ -216,7 +223,7 @@ def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) 
     tuned_tasks: list[Task] = []
     tasks: list[Task] = []
     for n, protocol in protocols.items():
-        seeds, tuned = check.LEADERBOARD[n].seeds, check.is_tuned(n)
+        seeds, tuned = boards.LEADERBOARD[n].seeds, boards.is_tuned(n)
         for m in chosen[n]:
             if m == UNTRAINED:
                 tasks.append(Task(n, protocol, m, seeds))
@@ -283,47 +290,14 @@ def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
     records, _ = load_records(lb_dir)
     sweeps = sorted((reports_dir.parent / "sweeps").glob("sweep-*.png"))  # --update-sweeps'
     linked = [f"../sweeps/{p.name}" for p in sweeps]
-    written = build_reports(records, reports_dir, lb_dir / "published", linked, board_notes())
+    written = build_reports(
+        records, reports_dir, lb_dir / "published", linked, boards.board_notes()
+    )
     keep = {p.resolve() for p in written}
     for p in reports_dir.glob("*"):
-        if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(check.LEADERBOARD)):
+        if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(boards.LEADERBOARD)):
             p.unlink()
     return written
-
-
-def board_notes() -> dict[str, list[str]]:
-    """Lines printed under each board's table: the registered methods of its label kind that
-    are not on it, and why, so a reader never takes a missing method for a bad one."""
-    from dmlbench.data import DATASETS
-    from dmlbench.methods import METHODS
-    from dmlbench.methods._catalogue import CatalogueMethod
-
-    notes: dict[str, list[str]] = {}
-    for n in check.LEADERBOARD:
-        protocol = check.leaderboard_protocol(n)
-        kind = DATASETS.get(protocol.data.dataset).label_kind
-        on = set(check.board_methods(n))
-        lines = [
-            f"Not on this board: {m} ({why})."
-            for m, why in check.DEFAULTS_ONLY.items()
-            if check.is_tuned(n) and m in check.leaderboard_methods(protocol)
-        ]
-        off = [
-            m
-            for m in METHODS.list()
-            if METHODS.get(m).label_kind == kind
-            and m not in on
-            and m not in check.DEFAULTS_ONLY
-            and issubclass(METHODS.get(m), CatalogueMethod)
-        ]
-        if off:
-            lines.append(
-                f"Not on the boards: {len(off)} further catalogue losses of this label kind "
-                f"({', '.join(off)}), left off so that `dmlbench check` stays within CI's "
-                "time; run one under this protocol with `dmlbench run --method NAME`."
-            )
-        notes[protocol.name] = lines
-    return notes
 
 
 def default_work_dir() -> Path:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dmlbench.leaderboard import check as board_check  # read at call time: tests patch it
+from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
 from dmlbench.leaderboard.check import format_rows, run_check
 from dmlbench.leaderboard.tasks import default_jobs
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--protocol",
-        choices=sorted({b.base for b in board_check.LEADERBOARD.values()}),
+        choices=sorted({b.base for b in boards.LEADERBOARD.values()}),
         default=None,
     )
     parser.add_argument("--board", choices=[DEFAULTS, TUNED], default=None)
@@ -65,12 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     rows = run_check(
         args.leaderboard_dir,
-        select_boards(
-            board_check.LEADERBOARD, [args.protocol] if args.protocol else None, args.board
-        ),
+        select_boards(boards.LEADERBOARD, [args.protocol] if args.protocol else None, args.board),
         args.method,
         progress=False,
-        on_entry=lambda n, m, s, r: entries.append((n, m, s, r)),
+        on_entry=lambda e: entries.append((e.protocol, e.method, e.seconds, e.record)),
         jobs=args.jobs or default_jobs(),
     )
     wall = time.perf_counter() - start

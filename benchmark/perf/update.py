@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.perf._common import (
     Row,
@@ -64,14 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     before = _count(args.work_dir)
     start = time.perf_counter()
     if args.what == "leaderboard":
-        from dmlbench.leaderboard import check
         from dmlbench.leaderboard.update import update_leaderboard
 
         update_leaderboard(
             args.leaderboard_dir,
             args.reports_dir,
             args.work_dir,
-            list(check.LEADERBOARD),
+            list(boards.LEADERBOARD),
             None,
             progress=False,
             jobs=jobs,

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import Record
+from dmlbench.records import UNTRAINED, Record
 from dmlbench.report.query_tests import hit_rates
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.tables import HIDDEN, row_labels
@@ -61,7 +61,7 @@ def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
     rows = {}
     rates = hit_rates(finals) if metric == "recall@1" else None
     labels = row_labels(finals)
-    for method in sorted(set(labels), key=lambda m: (m == "untrained", m)):
+    for method in sorted(set(labels), key=lambda m: (m == UNTRAINED, m)):
         runs = [r for r, lb in zip(finals, labels, strict=True) if lb == method]
         runs = [r for r in runs if metric in r.metrics]
         values = np.array([r.metrics[metric] for r in runs], dtype=np.float64)
@@ -119,14 +119,14 @@ def _interval(lo: float, hi: float) -> str:
 
 
 def _hparams(runs: list[Record]) -> str:
-    if not runs or runs[0].method == "untrained":
+    if not runs or runs[0].method == UNTRAINED:
         return ""
     items = runs[0].hparams.items()
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
 
 
 def _selected(runs: list[Record]) -> str:
-    if not runs or runs[0].method == "untrained":
+    if not runs or runs[0].method == UNTRAINED:
         return ""
     s = runs[0].search
     if not s:

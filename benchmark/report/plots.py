@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
-from dmlbench.records import Record
+from dmlbench.records import UNTRAINED, Record
 from dmlbench.report.tables import MixedProtocolsError
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ SWEEP_COLUMNS = [
 ]
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 COLOURS = "tab10"
-UNTRAINED = "untrained"
 LOWER_IS_BETTER = ("mld@",)
 HIDDEN_METRICS = {"queries", "lone_queries"}
 

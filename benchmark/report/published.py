@@ -25,18 +25,18 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.protocol import FrozenModel, StrictModel
 
 METRIC_KEY = re.compile(r"^(recall@\d+|ndcg@\d+|mld@\d+|nmi|map@r|r_precision)$")
 NOT_PERCENT = ("mld@",)  # label distances: ours are not scaled by 100
 
 
-class PublishedEntry(BaseModel):
+class PublishedEntry(StrictModel):
     """One published row: a method's numbers on one data set under one setting."""
 
-    model_config = ConfigDict(extra="forbid")
     dataset: str
     method: str = Field(min_length=1, description="a registered method name")
     kind: Literal["reported", "reproduced"]
@@ -71,17 +71,15 @@ class PublishedEntry(BaseModel):
         return values
 
 
-class PublishedFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PublishedFile(StrictModel):
     paper: str
     seed: str | None = None
     entries: list[PublishedEntry] = Field(default_factory=list)
 
 
-class ComparableSetting(BaseModel):
+class ComparableSetting(FrozenModel):
     """The settings of a protocol that a published number records too."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     dataset: str
     backbone: str
     embedding_size: int

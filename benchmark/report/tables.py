@@ -16,11 +16,10 @@ import pandas as pd
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import Record, record_precision
+from dmlbench.records import UNTRAINED, Record, record_precision
 
 METRIC_ORDER = ("recall@", "map@r", "r_precision", "nmi", "ndcg@", "mld@")
 HIDDEN = {"queries", "lone_queries"}
-UNTRAINED = "untrained"
 
 
 class MixedProtocolsError(DmlbenchError):
@@ -148,8 +147,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     table["seeds"] = grouped["seed"].nunique()
     if metrics:
         table = table.sort_values(metrics[0], ascending=False)
-    if "untrained" in table.index:
-        table = pd.concat([table.drop(index="untrained"), table.loc[["untrained"]]])
+    if UNTRAINED in table.index:
+        table = pd.concat([table.drop(index=UNTRAINED), table.loc[[UNTRAINED]]])
     return table
 
 

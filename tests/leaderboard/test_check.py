@@ -16,10 +16,9 @@ import pytest
 import yaml
 
 from dmlbench.cli.main import main
-from dmlbench.leaderboard import check, tolerances
+from dmlbench.leaderboard import boards, check, tolerances
 from dmlbench.leaderboard import tolerances as tolerances_mod
 from dmlbench.leaderboard import update as check_update
-from dmlbench.leaderboard.boards import boards
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_record, load_records
 
@@ -62,8 +61,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A leaderboard of one cheap method + untrained, made by the generator (3 seeds)."""
     root = tmp_path_factory.mktemp("board")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(check, "LEADERBOARD", boards((TINY, str(tiny_protocol_file(root)))))
-        mp.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
+        mp.setattr(boards, "LEADERBOARD", boards.make_boards((TINY, str(tiny_protocol_file(root)))))
+        mp.setattr(boards, "leaderboard_methods", lambda protocol: ["contrastive"])
         check_update.update_leaderboard(
             root / "leaderboard", root / "reports", root / "work", [DEF, TUN], None, False, 2
         )
@@ -73,8 +72,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture
 def board(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A private copy of the tiny leaderboard, with the check pointed at the tiny protocol."""
-    monkeypatch.setattr(check, "LEADERBOARD", boards((TINY, str(tiny_protocol_file(built)))))
-    monkeypatch.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
+    monkeypatch.setattr(
+        boards, "LEADERBOARD", boards.make_boards((TINY, str(tiny_protocol_file(built))))
+    )
+    monkeypatch.setattr(boards, "leaderboard_methods", lambda protocol: ["contrastive"])
     shutil.copytree(built / "leaderboard", tmp_path / "leaderboard")
     return tmp_path / "leaderboard"
 
@@ -96,8 +97,8 @@ def test_a_tuned_entry_is_one_task_whose_search_runs_in_one_process(tmp_path: Pa
     tuned entry, all its seeds, started before the single-seed defaults tasks."""
     path = tiny_protocol_file(tmp_path)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(check, "LEADERBOARD", boards((TINY, str(path))))
-        protocols = {n: check.leaderboard_protocol(n) for n in (DEF, TUN)}
+        mp.setattr(boards, "LEADERBOARD", boards.make_boards((TINY, str(path))))
+        protocols = {n: boards.leaderboard_protocol(n) for n in (DEF, TUN)}
         chosen = {n: ["untrained", "contrastive", "npairs"] for n in protocols}
         tasks = check_update._tasks(protocols, chosen, tmp_path / "work")
     shape = [(t.name, t.method, t.seeds) for t in tasks]
@@ -181,8 +182,10 @@ def test_an_interrupted_update_leaves_the_committed_board_and_resumes(
     """Interrupted after its first trained task, ``--update`` has not touched the committed
     board; the next ``--update`` reuses what it had finished (the files are not rewritten) and
     swaps the new board folders in, leaving no staging folder behind."""
-    monkeypatch.setattr(check, "LEADERBOARD", boards((TINY, str(tiny_protocol_file(built)))))
-    monkeypatch.setattr(check, "leaderboard_methods", lambda protocol: ["contrastive"])
+    monkeypatch.setattr(
+        boards, "LEADERBOARD", boards.make_boards((TINY, str(tiny_protocol_file(built))))
+    )
+    monkeypatch.setattr(boards, "leaderboard_methods", lambda protocol: ["contrastive"])
     board, work = tmp_path / "leaderboard", tmp_path / "work"
     shutil.copytree(built / "leaderboard", board)
     shutil.copytree(built / "work", work)
@@ -391,8 +394,8 @@ def test_method_subset_checks_only_that_entry(
 def test_changed_protocol_is_refused(
     board: Path, built: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    changed = boards((TINY, str(tiny_protocol_file(built, epochs=2))))
-    monkeypatch.setattr(check, "LEADERBOARD", changed)
+    changed = boards.make_boards((TINY, str(tiny_protocol_file(built, epochs=2))))
+    monkeypatch.setattr(boards, "LEADERBOARD", changed)
     code = main(["check", "--leaderboard-dir", str(board), "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2
@@ -436,11 +439,15 @@ def test_runs_use_one_torch_thread_and_restore_the_callers(monkeypatch: pytest.M
 def test_parallel_check_gives_the_sequential_rows(
     board: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows = {}
+    rows, entries = {}, []
     for jobs in (1, 2):
-        rows[jobs] = check.run_check(board, None, None, progress=False, jobs=jobs)
+        rows[jobs] = check.run_check(
+            board, None, None, progress=False, jobs=jobs, on_entry=entries.append
+        )
     assert rows[1] == rows[2] and all(r.ok for r in rows[2])
-    assert "[ 4/4]" in capsys.readouterr().err
+    assert [(e.index, e.total) for e in entries] == [(i, 4) for i in (1, 2, 3, 4)] * 2
+    assert all(not e.failed for e in entries)
+    assert capsys.readouterr().err == ""  # the library prints nothing: the CLI does
 
 
 def test_perf_check_script_times_every_entry(
@@ -479,19 +486,19 @@ def test_committed_leaderboard_matches_shipped_protocols() -> None:
     from dmlbench.data import load_data
 
     tolerances, board = check.load_leaderboard(LEADERBOARD_DIR)
-    assert sorted(board) == sorted(check.LEADERBOARD)
+    assert sorted(board) == sorted(boards.LEADERBOARD)
     records, _ = load_records(LEADERBOARD_DIR)
     for name, entries in board.items():
-        protocol = check.leaderboard_protocol(name)
+        protocol = boards.leaderboard_protocol(name)
         check.verify(name, protocol, load_data(protocol).fingerprint, entries, tolerances)
-        tuned = check.is_tuned(name)
+        tuned = boards.is_tuned(name)
         assert (protocol.search.trials > 0) == tuned and protocol.name == name
-        assert sorted(entries) == sorted([check.UNTRAINED, *check.board_methods(name)])
+        assert sorted(entries) == sorted([boards.UNTRAINED, *boards.board_methods(name)])
         spreads = tolerances.protocols[name].methods
-        assert tolerances.protocols[name].seeds == list(check.LEADERBOARD[name].seeds)
-        assert len(check.LEADERBOARD[name].seeds) >= (5 if tuned else 3)
+        assert tolerances.protocols[name].seeds == list(boards.LEADERBOARD[name].seeds)
+        assert len(boards.LEADERBOARD[name].seeds) >= (5 if tuned else 3)
         for method, record in entries.items():
-            if tuned and method != check.UNTRAINED:
+            if tuned and method != boards.UNTRAINED:
                 selected = record.search["hparams"]
                 assert selected.items() <= record.hparams.items(), method
                 trials = [
@@ -503,17 +510,17 @@ def test_committed_leaderboard_matches_shipped_protocols() -> None:
                 ]
                 assert len({r.trial for r in trials}) >= protocol.search.trials, method
             else:
-                assert record.hparams == check.expected_hparams(method), method
+                assert record.hparams == boards.expected_hparams(method), method
             assert set(spreads[method]) == set(record.metrics), method
             by_seed = {
                 r.seed: r
                 for r in records
                 if r.stage == "final" and r.method == method and r.protocol.name == name
             }
-            assert sorted(by_seed) == sorted(check.LEADERBOARD[name].seeds), method
+            assert sorted(by_seed) == sorted(boards.LEADERBOARD[name].seeds), method
             for metric, s in spreads[method].items():
                 assert s.values[0] == record.metrics[metric], (method, metric)
-                seeds = check.LEADERBOARD[name].seeds
+                seeds = boards.LEADERBOARD[name].seeds
                 assert s.values == [by_seed[i].metrics[metric] for i in seeds], (method, metric)
                 assert s.tolerance == pytest.approx(
                     s.with_typical(s.typical_std, tolerances_mod.cap_for(metric)).tolerance
@@ -635,12 +642,12 @@ def test_every_method_left_off_a_board_is_named_under_it() -> None:
     from dmlbench.data import DATASETS
     from dmlbench.methods import METHODS
 
-    notes = check_update.board_notes()
-    for n in check.LEADERBOARD:
-        protocol = check.leaderboard_protocol(n)
+    notes = boards.board_notes()
+    for n in boards.LEADERBOARD:
+        protocol = boards.leaderboard_protocol(n)
         kind = DATASETS.get(protocol.data.dataset).label_kind
         text = " ".join(notes[protocol.name])
-        on = set(check.board_methods(n))
+        on = set(boards.board_methods(n))
         for m in METHODS.list():
             named = f" {m} (" in f" {text}" or f"({m}," in text or f" {m}," in text
             named = named or f" {m})" in text

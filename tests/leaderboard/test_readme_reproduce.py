@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dmlbench.cli.main import main
-from dmlbench.leaderboard import check, tolerances
+from dmlbench.leaderboard import boards, check, tolerances
 from dmlbench.records import load_record, load_records
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_the_readme_command_is_a_one_thread_defaults_run_of_a_board_entry() -> N
     assert argv[:2] == ["dmlbench", "run"] and "--no-search" in argv
     assert argv[argv.index("--threads") + 1] == "1"  # the board's thread count
     method = argv[argv.index("--method") + 1]
-    assert method in check.board_methods("glyphs-mini@defaults")
+    assert method in boards.board_methods("glyphs-mini@defaults")
 
 
 @pytest.mark.slow
