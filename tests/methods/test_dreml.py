@@ -121,7 +121,7 @@ def test_embedding_of_the_wrong_width_is_a_clear_error() -> None:
     [torch.zeros(8, dtype=torch.long), torch.arange(8), torch.tensor([0, 0, 1, 1, 2, 3, 4, 5])],
     ids=["one-class", "all-singletons", "some-singletons"],
 )
-def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
+def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = method().build_loss().double()
     emb = torch.randn(len(labels), L * D, dtype=torch.float64, requires_grad=True)
     value = loss(emb, labels)
@@ -130,12 +130,3 @@ def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
     torch.testing.assert_close(
         value.detach(), reference(emb.detach(), labels, loss.groups, loss.proxies.detach())
     )
-
-
-def test_all_equal_and_zero_embeddings_are_finite() -> None:
-    loss = method().build_loss()
-    for emb in (torch.ones(6, L * D), torch.zeros(6, L * D)):
-        emb.requires_grad_(True)
-        value = loss(emb, torch.tensor([0, 0, 1, 1, 2, 2]))
-        value.backward()
-        assert torch.isfinite(value) and torch.isfinite(emb.grad).all()

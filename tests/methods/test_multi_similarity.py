@@ -58,17 +58,10 @@ def test_matches_reference_value_and_gradient(seed: int) -> None:
     [torch.zeros(8, dtype=torch.long), torch.arange(8), torch.tensor([0, 0, 1, 1, 2, 3, 4, 5])],
     ids=["one-class", "all-singletons", "some-singletons"],
 )
-def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
+def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(8, 8, requires_grad=True)
     loss = loss_fn()(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels).to(loss.dtype))
-
-
-def test_all_equal_embeddings_are_finite() -> None:
-    emb = torch.ones(8, 8, requires_grad=True)
-    loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
-    loss.backward()
-    assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()

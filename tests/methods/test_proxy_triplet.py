@@ -70,7 +70,7 @@ def test_matches_pytorch_metric_learning_triplets_against_proxies() -> None:
     [torch.zeros(8, dtype=torch.long), torch.arange(6), torch.tensor([0, 0, 1, 1, 2, 3, 4, 5])],
     ids=["one-class", "all-singletons", "some-singletons"],
 )
-def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
+def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn()
     emb = torch.randn(len(labels), DIM, dtype=torch.float64, requires_grad=True)
     value = loss(emb, labels)
@@ -79,15 +79,6 @@ def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
     torch.testing.assert_close(
         value.detach(), reference(emb.detach(), labels, loss.proxies.detach())
     )
-
-
-def test_all_equal_and_zero_embeddings_are_finite() -> None:
-    loss = loss_fn()
-    for emb in (torch.ones(6, DIM, dtype=torch.float64), torch.zeros(6, DIM, dtype=torch.float64)):
-        emb.requires_grad_(True)
-        value = loss(emb, torch.tensor([0, 0, 1, 1, 2, 2]))
-        value.backward()
-        assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
 
 
 def test_a_single_training_class_is_a_clear_error() -> None:

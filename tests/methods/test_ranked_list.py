@@ -103,7 +103,7 @@ def test_trivial_pairs_contribute_nothing() -> None:
     [torch.zeros(8, dtype=torch.long), torch.arange(8), torch.tensor([0, 0, 1, 1, 2, 3, 4, 5])],
     ids=["one-class", "all-singletons", "some-singletons"],
 )
-def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
+def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = F.normalize(torch.randn(8, 8), dim=1).requires_grad_(True)
     loss = loss_fn()(emb, labels)
     loss.backward()

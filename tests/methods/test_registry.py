@@ -6,6 +6,7 @@ is covered the moment it is registered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 
 import numpy as np
@@ -90,6 +91,73 @@ def test_loss_decreases_on_a_fixed_batch(name: str) -> None:
         losses.append(loss.item())
     assert np.isfinite(losses).all()
     assert np.mean(losses[-3:]) < losses[0], f"{name}: {losses[0]:.4f} -> {losses[-3:]}"
+
+
+# Batches a sampler avoids but a small or unbalanced data set can give, as the labels of each
+# image: for class labels one class (no negative), every image its own class (no positive pair)
+# and singletons beside pairs; for continuous labels every label equal (no triplet), a batch of
+# two, and a tie. Each under random, all-equal and all-zero embeddings (every distance 0, every
+# cosine undefined). Finite loss and gradient for every method; the values where a paper
+# defines one are in each method's own test file.
+DEGENERATE_LABELS = {
+    "class": {
+        "one-class": torch.zeros(8, dtype=torch.long),
+        "all-singletons": torch.arange(8),
+        "some-singletons": torch.tensor([0, 0, 1, 1, 2, 3, 4, 5]),
+    },
+    "continuous": {
+        "all-equal": torch.zeros(6, 2),
+        "anchor-and-one": torch.zeros(2, 2),
+        "tie": torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 0.0]]),
+    },
+}
+DEGENERATE_EMBEDDINGS: dict[str, Callable[[int, int], torch.Tensor]] = {
+    "random": lambda n, width: torch.randn(n, width, generator=torch.Generator().manual_seed(n)),
+    "all-equal": lambda n, width: torch.ones(n, width),
+    "zero": lambda n, width: torch.zeros(n, width),
+}
+# Hyperparameters a degenerate batch of 8 needs: a prototype of one image leaves a query per
+# class of two (the default 5 support images would leave none).
+DEGENERATE_HPARAMS = {**SMOKE_HPARAMS, "prototypical": {"n_support": 1}}
+
+
+def _degenerate_cases() -> list[tuple[str, str, str]]:
+    return [
+        (name, labels, emb)
+        for name in _own_methods()
+        for labels in DEGENERATE_LABELS[METHODS.get(name).label_kind]
+        for emb in DEGENERATE_EMBEDDINGS
+    ]
+
+
+@cache
+def _embedding_width(name: str) -> int:
+    """The width of the method's model output (DREML concatenates its learners')."""
+    protocol, data, method = setup(name)
+    image = data.train.images[0]
+    model = init_model(protocol, method, int(image.shape[0]), seed=0)
+    with torch.no_grad():
+        return int(model.eval()(torch.stack([image, image])).shape[1])
+
+
+@pytest.mark.parametrize(("name", "labels", "embeddings"), _degenerate_cases())
+def test_degenerate_batches_give_a_finite_loss_and_gradient(
+    name: str, labels: str, embeddings: str
+) -> None:
+    kind = METHODS.get(name).label_kind
+    protocol, data, _ = setup(name)
+    method = create_method(
+        name,
+        DEGENERATE_HPARAMS.get(name),
+        data.train.num_classes,
+        protocol.model.embedding_size,
+    )
+    y = DEGENERATE_LABELS[kind][labels]
+    emb = DEGENERATE_EMBEDDINGS[embeddings](len(y), _embedding_width(name)).requires_grad_(True)
+    loss = method.build_loss()(emb, y)
+    loss.backward()
+    assert torch.isfinite(loss), f"{name}: loss {loss.item()}"
+    assert emb.grad is not None and torch.isfinite(emb.grad).all(), f"{name}: gradient"
 
 
 def test_every_shipped_protocol_fills_its_batch_for_its_methods() -> None:

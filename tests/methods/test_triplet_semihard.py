@@ -83,7 +83,7 @@ def test_semihard_choice_and_fallback() -> None:
     [torch.zeros(8, dtype=torch.long), torch.arange(8), torch.tensor([0, 0, 1, 1, 2, 3, 4, 5])],
     ids=["one-class", "all-singletons", "some-singletons"],
 )
-def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
+def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
     loss = loss_fn()(emb, labels)
     loss.backward()
