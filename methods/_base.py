@@ -214,9 +214,7 @@ def create_method(
     return METHODS.get(name)(clean, num_classes, embedding_size)
 
 
-def method_for(
-    protocol: Protocol, name: str, hparams: HParams | None, num_classes: int
-) -> Method:
+def method_for(protocol: Protocol, name: str, hparams: HParams | None, num_classes: int) -> Method:
     """The method as a protocol's run builds it: its embedding size is the protocol's.
 
     The one place runs, search trials, preflight checks and kept models build a method, so

@@ -92,8 +92,8 @@ def _write_json(records: list[Record], reports_dir: Path) -> int:
     """
     from dmlbench.records import atomic_write_text
     from dmlbench.report.build import unique_records
-    from dmlbench.report.tables import check_one_condition
     from dmlbench.report.results import results_frame, results_json
+    from dmlbench.report.tables import check_one_condition
 
     records = unique_records(records)
     check_one_condition(records)
@@ -110,8 +110,9 @@ def add_parser(subparsers: Any) -> None:
         "report",
         help="tables of the records in a results folder",
         description="Read every record under --results-dir, group by protocol hash and write "
-        "per hash a Markdown/CSV/LaTeX table (bold: not significantly worse than the best over "
-        "seeds), a bar plot, a critical-difference diagram, reported-vs-reproduced, confidence "
+        "per hash a Markdown/CSV/LaTeX table (a verdict per method against the best of the "
+        "others; bold: not worse than the best), a bar plot, a forest plot, "
+        "reported-vs-reproduced, confidence "
         "and budget tables and an HTML page, plus ranking.md (one ranking per label kind) and "
         "X-defaults-vs-tuned.md where X and X@defaults are both present; with --format json "
         "only REPORTS_DIR/results.json, one row per record and metric. Sweep points are left out "

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dmlbench.records import Record
     from dmlbench.engine.tracking import Tracker
+    from dmlbench.records import Record
 
 PROGRESS = 25  # above INFO (shown by default), below WARNING (hidden by -q)
 logging.addLevelName(PROGRESS, "PROGRESS")

@@ -27,12 +27,12 @@ from dmlbench.engine.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from dmlbench.engine.tracking import NullRun, RunLog
 from dmlbench.errors import DmlbenchError, NonFiniteLossError
 from dmlbench.methods import Method
 from dmlbench.models import build_model
 from dmlbench.options import Accel
 from dmlbench.protocol import Protocol
-from dmlbench.engine.tracking import NullRun, RunLog
 
 EpochHook = Callable[[int, nn.Module], dict[str, float]]
 

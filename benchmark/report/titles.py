@@ -4,7 +4,7 @@ A protocol ``X`` and its derivation ``X@defaults`` differ only in ``search.trial
 tables rank methods differently: the tuned board gave every method an equal search on
 validation classes, the defaults board gave none. A title that named only the protocol and its
 hash left the reader to decode the budget from a 12-character hash, so every per-protocol title
-(Markdown, LaTeX, HTML, bar plot, critical-difference diagram) states it in words.
+(Markdown, LaTeX, HTML, bar plot, forest plot) states it in words.
 
 A record names its protocol by name, version and hash only. The budget is therefore read from
 the protocol itself when it can be rebuilt from a shipped protocol and the name's derivations

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from dmlbench.errors import DmlbenchError
 from dmlbench.engine.tracking import (
     NullTracker,
     activated,
@@ -20,6 +19,7 @@ from dmlbench.engine.tracking import (
     open_tracker,
     record_run_name,
 )
+from dmlbench.errors import DmlbenchError
 
 pytest.importorskip("tensorboard")
 

@@ -366,8 +366,7 @@ def test_a_resumed_search_runs_exactly_the_uninterrupted_trials(
     import dmlbench.engine.train as train_module
     from dmlbench.data import load_data
     from dmlbench.search.storage import open_storage, storage_url
-    from dmlbench.search.study import next_slot
-    from dmlbench.search.study import proposal_sampler
+    from dmlbench.search.study import next_slot, proposal_sampler
 
     protocol = tiny(trials=4, **{"optim.epochs": 1})
     data = load_data(protocol)
