@@ -51,7 +51,11 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 
 
 def knn(
-    queries: np.ndarray, gallery: np.ndarray, k: int, self_index: np.ndarray | None = None
+    queries: np.ndarray,
+    gallery: np.ndarray,
+    k: int,
+    self_index: np.ndarray | None = None,
+    labels: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Indices (Q, k) of the exact k nearest gallery items (squared L2), nearest first.
 
@@ -62,6 +66,12 @@ def knn(
     for more candidates until no row's k-th distance ties (within float32 rounding) with a
     candidate it did not return. ``self_index`` gives each query's own position in the gallery
     (queries drawn from the gallery); that item is removed from the result.
+
+    ``labels`` (query labels, gallery labels), for metrics of class labels, which read only
+    whether each neighbour is of the query's class: then only the order between candidates of
+    the query's class and the others is made exact, and candidates of the same kind may keep
+    faiss's order among themselves (the same-class pattern of every list is the one without
+    ``labels``; a third of the float64 work at CUB scale).
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     gallery = np.ascontiguousarray(gallery, dtype=np.float32)
@@ -79,7 +89,12 @@ def knn(
         if take == gallery.shape[0] or bool((dist[:, -1] > boundary).all()):
             break
         take = min(2 * take, gallery.shape[0])
-    idx = _rerank_near_ties(queries, gallery, dist, idx, TIE_RTOL * max(scale, 1e-12), want)
+    kind = None
+    if labels is not None:  # 1: of the query's class, 0: another, 2: the query itself
+        kind = (labels[1][idx] == np.asarray(labels[0])[:, None]).view(np.int8)
+        if self_index is not None:
+            kind = np.where(idx == np.asarray(self_index)[:, None], np.int8(2), kind)
+    idx = _rerank_near_ties(queries, gallery, dist, idx, TIE_RTOL * max(scale, 1e-12), want, kind)
     if self_index is None:
         return idx[:, :want]
     # The query's own item leaves its list, the others keep their order (no sort: one gather).
@@ -100,6 +115,7 @@ def _rerank_near_ties(
     idx: np.ndarray,
     tol: float,
     keep: int | None = None,
+    kind: np.ndarray | None = None,
 ) -> np.ndarray:
     """Candidates ordered by float64 distance, then gallery index, where faiss's float32 order
     may be wrong: inside each run of candidates whose consecutive float32 distances lie within
@@ -110,12 +126,14 @@ def _rerank_near_ties(
     their float64 distance, and only their order within the run can change. Until 2026-11 every
     candidate of a row with a run was recomputed in float64 and the whole row sorted: the same
     order (``tests/metrics/test_fast_evaluation.py`` checks it against that engine, bit for bit)
-    at 20 to 40 times the work, since at CUB scale 98% of rows hold a run somewhere among their
-    89 candidates while only 5% of the candidates are in one; that sort was 70% of the
+    at 20 times the work, since at CUB scale 87% of rows hold a run somewhere among their 89
+    candidates while only 5% of the candidates are in one; that sort was 75% of the
     evaluation (docs/performance.md, "Where evaluation time goes").
 
     Only the first ``keep`` candidates are returned in that order (the rest are cut off by the
-    caller): a run that starts after them is left as faiss ranked it.
+    caller): a run that starts after them is left as faiss ranked it. With ``kind`` (a small
+    integer per candidate), only runs holding two kinds are ordered: the sequence of kinds along
+    each row is then the exact one, the order among candidates of one kind is faiss's.
     """
     near = np.diff(dist, axis=1) <= tol  # near[:, j]: candidates j and j + 1 may swap
     if keep is not None and keep < near.shape[1]:  # links beyond: only the run across the cut
@@ -130,6 +148,16 @@ def _rerank_near_ties(
     member = np.zeros(sub.shape, dtype=bool)
     member[:, 1:] = near
     member[:, :-1] |= near
+    if kind is not None:  # a run of one kind: its order among itself changes no kind's place
+        k = kind[rows]
+        change = near & (k[:, 1:] != k[:, :-1])  # a link inside a run between two kinds
+        flat = run + (run[:, -1:] + 1).cumsum()[:, None] - (run[:, -1:] + 1)  # runs numbered
+        mixed = np.bincount(flat[:, 1:].ravel(), change.ravel(), int(flat[-1, -1]) + 1) > 0
+        member &= mixed[flat]
+        keep_rows = member.any(axis=1)
+        rows, sub, run, member = rows[keep_rows], sub[keep_rows], run[keep_rows], member[keep_rows]
+        if not len(rows):
+            return idx
     r, c = np.nonzero(member)
     exact = np.zeros(sub.shape, dtype=np.float64)  # 0 outside runs: a run of one keeps its place
     exact[r, c] = _pair_distances(queries, gallery, rows[r], sub[r, c])
@@ -148,7 +176,7 @@ def _pair_distances(
     a block of queries times all its candidates was reduced along its last axis), so exact ties
     keep falling to the lower index."""
     out = np.empty(len(q), dtype=np.float64)
-    block = max(1, 2**20 // max(1, gallery.shape[1]))
+    block = max(1, 2**18 // max(1, gallery.shape[1]))  # 2 MB of float64: in cache
     for s in range(0, len(q), block):
         diff = queries[q[s : s + block]].astype(np.float64)
         diff -= gallery[g[s : s + block]]
@@ -206,7 +234,7 @@ def ranked_retrieval(
     usable = len(gallery) - (0 if self_index is None else 1)
     need_r = int(r.max()) if spec.map_at_r or spec.r_precision else 0
     k1 = min(max(need_r, MIN_FIRST_K), usable)
-    nn = knn(queries, gallery, k1, self_index)
+    nn = knn(queries, gallery, k1, self_index, (query_labels, gallery_labels))
     out = retrieval_metrics(
         gallery_labels[nn],
         query_labels,
@@ -224,7 +252,10 @@ def ranked_retrieval(
             k2 = min(max(large), usable)
             own = None if self_index is None else np.asarray(self_index)[todo]
             match2 = (
-                gallery_labels[knn(queries[todo], gallery, k2, own)] == query_labels[todo, None]
+                gallery_labels[
+                    knn(queries[todo], gallery, k2, own, (query_labels[todo], gallery_labels))
+                ]
+                == query_labels[todo, None]
             )
             first[todo] = np.where(match2.any(axis=1), match2.argmax(axis=1), usable)
         for k in large:

@@ -78,3 +78,16 @@ def test_nmi_is_unchanged() -> None:
     x, labels = case("clustered", 5)
     spec = MetricsSpec(recall_at=[1])
     assert evaluate(x, labels, spec)["nmi"] == engine_before.evaluate(x, labels, spec)["nmi"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("k", [1, 5, 40, 150])
+def test_knn_with_labels_keeps_the_same_class_pattern(kind: str, k: int) -> None:
+    """With labels, only the order between same-class and other candidates is exact."""
+    x, labels = case(kind, 6)
+    x = l2_normalize(x)
+    own = np.arange(len(x))
+    new = labels[knn(x, x, k, own, (labels, labels))]
+    np.testing.assert_array_equal(
+        new == labels[:, None], labels[engine_before.knn(x, x, k, own)] == labels[:, None]
+    )
