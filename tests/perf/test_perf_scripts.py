@@ -37,8 +37,10 @@ def test_evaluate_script(
     assert out.read_text(encoding="utf-8").strip() == printed.strip()
     assert "Equality check (|ours − peer| ≤ 1e-4 on every shared metric): PASS" in printed
     r = ratios(printed)
-    for figure in ("full metric set", "retrieval metrics", "NMI", "floor"):
+    for figure in ("full metric set", "retrieval metrics", "NMI", "floor", "ours recall@1 alone"):
         assert any(f"tiny: {figure}" in key and math.isfinite(v) and v > 0 for key, v in r.items())
+    # The full set is exactly the protocol's list (cub200 unless the size names another).
+    assert any("cub200's Recall@1/2/4/8/16/32, MAP@R, R-Precision, NMI" in key for key in r)
     rows = {row["figure"]: row for row in parse_table(printed)}
     peak = rows["tiny: peak RSS of a process running it, GB"]
     assert 0.01 < float(peak["ours"]) < 4.0
