@@ -7,6 +7,9 @@ with 4 images per class by default (the trainer's default for pair losses; the s
 the intra-pair variance term. The variance term alone (pytorch-metric-learning's
 ``IntraPairVarianceLoss``) only equalises similarities and can be minimised by a collapsed
 embedding, so it is not registered alone (``pml:IntraPairVarianceLoss`` still runs it).
+``ntxent``, ``tuplet-margin`` and ``intra-pair-variance`` build the O(B²) modules of
+``ntxent.py``, ``tuplet_margin.py`` and ``intra_pair_variance.py`` (same value; the library's
+losses build a |positive pairs| × |negative pairs| matrix, about 1 s per step at 180 × 512).
 Instance loss (Zheng et al., ACM TOMM 2020) is not registered: with class labels,
 pytorch-metric-learning's ``InstanceLoss`` takes the class index as the *column* of the batch
 similarity matrix, so its target for a sample of class c is the c-th sample of the batch,
@@ -26,28 +29,11 @@ from __future__ import annotations
 
 import torch
 from pytorch_metric_learning import losses
-from torch import nn
 
-from dmlbench.methods._base import HParams
+from dmlbench.methods import intra_pair_variance, ntxent, tuplet_margin
 from dmlbench.methods._catalogue import SPC, Entry, Float, register_entry
 
 PML_DEFAULT = "PML default ({what}); no learnable parameters"
-
-
-class TupletPlusVariance(nn.Module):
-    """``L_tuplet + w × L_ipv`` (Yu & Tao, ICCV 2019, the sum of both terms)."""
-
-    def __init__(self, variance: nn.Module, margin: float, scale: float, weight: float) -> None:
-        super().__init__()
-        self.tuplet = losses.TupletMarginLoss(margin=margin, scale=scale)
-        self.variance = variance
-        self.weight = weight
-
-    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.tuplet(embeddings, labels) + self.weight * self.variance(
-            embeddings, labels
-        )
-        return out
 
 
 class DetachedHistogramDSM(losses.DynamicSoftMarginLoss):
@@ -69,12 +55,6 @@ class DetachedHistogramDSM(losses.DynamicSoftMarginLoss):
         cdf = torch.cumsum(self.hist_, 0)
         idx = torch.floor((data - self.min_val) / self.delta).to(dtype=torch.long)
         return cdf[idx.clamp(0, self.num_bins - 1)] * data
-
-
-def _tuplet_ipv(loss: nn.Module, h: HParams) -> nn.Module:
-    return TupletPlusVariance(
-        loss, float(h["tuplet_margin"]), float(h["tuplet_scale"]), float(h["ipv_weight"])
-    )
 
 
 ENTRIES = [
@@ -109,6 +89,7 @@ ENTRIES = [
         defaults={"temperature": 0.07},
         defaults_source=PML_DEFAULT.format(what="τ = 0.07"),
         space={"temperature": Float(0.02, 0.5), "samples_per_class": SPC},
+        build=ntxent.build,
     ),
     Entry(
         name="tuplet-margin",
@@ -117,6 +98,7 @@ ENTRIES = [
         defaults={"margin": 5.73, "scale": 64.0},
         defaults_source=PML_DEFAULT.format(what="β = 5.73° = 0.1 rad, s = 64"),
         space={"margin": Float(0.5, 20.0), "scale": Float(8.0, 128.0), "samples_per_class": SPC},
+        build=tuplet_margin.build,
     ),
     Entry(
         name="intra-pair-variance",
@@ -141,7 +123,7 @@ ENTRIES = [
             "samples_per_class": SPC,
         },
         extra=("tuplet_margin", "tuplet_scale", "ipv_weight"),
-        build=_tuplet_ipv,
+        build=intra_pair_variance.build,
     ),
     Entry(
         name="generalized-lifted",
