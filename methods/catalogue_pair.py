@@ -10,8 +10,9 @@ embedding, so it is not registered alone (``pml:IntraPairVarianceLoss`` still ru
 ``ntxent``, ``tuplet-margin`` and ``intra-pair-variance`` build the O(B²) modules of
 ``ntxent.py``, ``tuplet_margin.py`` and ``intra_pair_variance.py`` (same value; the library's
 losses build a |positive pairs| × |negative pairs| matrix, about 1 s per step at 180 × 512);
-``threshold-consistent-margin`` builds ``threshold_consistent_margin.py``'s (the library
-gathers both embeddings of every pair, 0.3 s per step).
+``threshold-consistent-margin`` and ``snr-contrastive`` build those of
+``threshold_consistent_margin.py`` and ``snr_contrastive.py`` (the library gathers both
+embeddings of every pair, or their B × B × D differences: 0.3 s per step).
 Instance loss (Zheng et al., ACM TOMM 2020) is not registered: with class labels,
 pytorch-metric-learning's ``InstanceLoss`` takes the class index as the *column* of the batch
 similarity matrix, so its target for a sample of class c is the c-th sample of the batch,
@@ -35,6 +36,7 @@ from pytorch_metric_learning import losses
 from dmlbench.methods import (
     intra_pair_variance,
     ntxent,
+    snr_contrastive,
     threshold_consistent_margin,
     tuplet_margin,
 )
@@ -149,6 +151,7 @@ ENTRIES = [
         defaults={"pos_margin": 0.0, "neg_margin": 1.0},
         defaults_source=PML_DEFAULT.format(what="contrastive margins 0 and 1 on SNR distances"),
         space={"neg_margin": Float(0.2, 2.0), "samples_per_class": SPC},
+        build=snr_contrastive.build,
         docs=(
             "SNR contrastive loss (Yuan et al., CVPR 2019; pytorch-metric-learning "
             "SignalToNoiseRatioContrastiveLoss): contrastive loss on the SNR distance "
