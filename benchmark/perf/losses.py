@@ -86,6 +86,22 @@ OVER_5_MS = {
     "dreml": "a Python loop over the L = 12 learners' Proxy-NCA losses on the 144-wide "
     "ensemble embedding; batching the learners into one (L, B, D) computation is possible and "
     "not done yet",
+    "tuplet-margin": "one log-sum-exp per anchor row of the B × B cosine matrix "
+    "(methods/tuplet_margin.py); most of the step is that matrix's three 180 × 180 × 512 "
+    "products (forward and backward); the library's loss, which this replaces, builds a "
+    "|positive pairs| × |negative pairs| matrix and took about 1.2 s",
+    "intra-pair-variance": "tuplet-margin's B × B log-sum-exp plus the variance term on the "
+    "same matrix (methods/intra_pair_variance.py); the library's two losses took about 1.2 s",
+    "ntxent": "one log-sum-exp per anchor row of the B × B cosine matrix (methods/ntxent.py); "
+    "most of the step is that matrix's products; the library's loss took about 0.7 s",
+    "threshold-consistent-margin": "the pairs' cosines from one B × B matrix product "
+    "(methods/threshold_consistent_margin.py); the library's loss, which gathers both "
+    "embeddings of every pair, took about 0.3 s",
+    "snr-contrastive": "the SNR distances from one B × B product of the centred embeddings "
+    "(methods/snr_contrastive.py); the library's B × B × D differences took about 0.35 s",
+    "smooth-ap": "the smoothed rank of eq. 11 is a B × B × B sigmoid (5.8 M entries at 180) and "
+    "its masked sums: inherent as written; on the committed boards, so not restructured "
+    "(docs/performance.md, Losses above 20 ms)",
 }
 
 
