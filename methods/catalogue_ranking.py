@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dmlbench.methods import pnp
 from dmlbench.methods._base import HParams
 from dmlbench.methods._catalogue import SPC, Choice, Entry, Float, register_entry
 
@@ -100,6 +101,7 @@ ENTRIES = [
             "variant": Choice(("Ds", "Dq", "Iu", "Ib", "O")),
             "samples_per_class": SPC,
         },
+        build=pnp.build,
         docs=(
             "PNP (Li et al., AAAI 2022; pytorch-metric-learning PNPLoss), variant O by default: "
             "the mean over a query's positives of R⁻, the sigmoid-smoothed count of negatives "
