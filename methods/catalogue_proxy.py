@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dmlbench.methods import manifold
 from dmlbench.methods._base import HParams
 from dmlbench.methods._catalogue import SPC, Choice, Entry, Float, register_entry
 
@@ -82,22 +83,6 @@ class SoftTripleRegularised(nn.Module):
 
 def _soft_triple(loss: nn.Module, h: HParams) -> nn.Module:
     return SoftTripleRegularised(loss, float(h["tau"]))
-
-
-class ClassProxyManifold(nn.Module):
-    """``ManifoldLoss`` with each sample assigned to its class's proxy."""
-
-    def __init__(self, loss: nn.Module) -> None:
-        super().__init__()
-        self.loss = loss
-
-    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.loss(embeddings, None, labels)
-        return out
-
-
-def _manifold(loss: nn.Module, h: HParams) -> nn.Module:
-    return ClassProxyManifold(loss)
 
 
 def _manifold_kwargs(num_classes: int, embedding_size: int) -> dict[str, Any]:
@@ -165,7 +150,7 @@ ENTRIES = [
             "samples_per_class": SPC,
         },
         samples_per_class=4,
-        build=_manifold,
+        build=manifold.build,
         pml_kwargs=_manifold_kwargs,
         docs=(
             "Manifold loss (Aziere & Todorovic, CVPR 2019; pytorch-metric-learning "
