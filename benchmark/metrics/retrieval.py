@@ -71,7 +71,7 @@ def knn(
     whether each neighbour is of the query's class: then only the order between candidates of
     the query's class and the others is made exact, and candidates of the same kind may keep
     faiss's order among themselves (the same-class pattern of every list is the one without
-    ``labels``; a third of the float64 work at CUB scale).
+    ``labels``; a quarter of the float64 work at CUB scale).
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     gallery = np.ascontiguousarray(gallery, dtype=np.float32)
@@ -122,7 +122,8 @@ def _rerank_near_ties(
     ``tol`` (float32 rounding) of each other.
 
     Two candidates further apart than the rounding are already in their exact order (faiss's
-    float32 distance is within ``tol / 2`` of the exact one), so only the members of a run need
+    float32 distance is within ``tol / 2`` of the exact one: the engine has always relied on it
+    for the rows without a run, which it never re-ranked), so only the members of a run need
     their float64 distance, and only their order within the run can change. Until 2026-11 every
     candidate of a row with a run was recomputed in float64 and the whole row sorted: the same
     order (``tests/metrics/test_fast_evaluation.py`` checks it against that engine, bit for bit)
