@@ -10,9 +10,10 @@ embedding, so it is not registered alone (``pml:IntraPairVarianceLoss`` still ru
 ``ntxent``, ``tuplet-margin`` and ``intra-pair-variance`` build the O(B²) modules of
 ``ntxent.py``, ``tuplet_margin.py`` and ``intra_pair_variance.py`` (same value; the library's
 losses build a |positive pairs| × |negative pairs| matrix, about 1 s per step at 180 × 512);
-``threshold-consistent-margin`` and ``snr-contrastive`` build those of
-``threshold_consistent_margin.py`` and ``snr_contrastive.py`` (the library gathers both
-embeddings of every pair, or their B × B × D differences: 0.3 s per step).
+``threshold-consistent-margin``, ``snr-contrastive`` and ``histogram`` build those of
+``threshold_consistent_margin.py``, ``snr_contrastive.py`` and ``histogram.py`` (the library
+gathers both embeddings of every pair, builds their B × B × D differences, or lists every
+triplet: 0.15–0.4 s per step).
 Instance loss (Zheng et al., ACM TOMM 2020) is not registered: with class labels,
 pytorch-metric-learning's ``InstanceLoss`` takes the class index as the *column* of the batch
 similarity matrix, so its target for a sample of class c is the c-th sample of the batch,
@@ -34,6 +35,7 @@ import torch
 from pytorch_metric_learning import losses
 
 from dmlbench.methods import (
+    histogram,
     intra_pair_variance,
     ntxent,
     snr_contrastive,
@@ -177,6 +179,7 @@ ENTRIES = [
         defaults={"n_bins": 100},
         defaults_source=PML_DEFAULT.format(what="100 bins, Δ = 0.02"),
         space={"samples_per_class": SPC},
+        build=histogram.build,
         docs=(
             "Histogram loss (Ustinova & Lempitsky, NeurIPS 2016; pytorch-metric-learning "
             "HistogramLoss): Σ_r h⁻_r Φ⁺_r over linearly interpolated histograms of cosine "
