@@ -27,7 +27,7 @@ from pydantic import Field, ValidationError
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
-from dmlbench.protocol import StrictModel
+from dmlbench.protocol import Protocol, StrictModel
 from dmlbench.simd import in_force as simd_in_force
 
 SCHEMA_VERSION = 1
@@ -384,6 +384,15 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def new_record(protocol: Protocol, *, device: str, precision: str, **fields: Any) -> Record:
+    """A record of ``protocol`` made here: the one place a record gets its protocol reference,
+    this machine's environment and the command line, whether a final run or a search trial
+    writes it (``fields``: the rest of :class:`Record`)."""
+    ref = ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash)
+    env = environment(device, precision)
+    return Record(protocol=ref, env=env, command=command_line(), **fields)
 
 
 def environment(device: str, precision: str) -> dict[str, Any]:

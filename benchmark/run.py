@@ -28,31 +28,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dmlbench.data import DATASETS, DataSplits, Split, load_data
+from dmlbench.data import DATASETS, DataSplits, load_data
 from dmlbench.engine import distributed
 from dmlbench.engine.artifacts import ModelCard, keep_artifacts
+from dmlbench.engine.evaluation import evaluate
 from dmlbench.engine.progress import RunTally
 from dmlbench.engine.progress import line as progress_line
 from dmlbench.engine.train import embed, image_channels, init_model, resolve_device, train
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import METHODS, HParams, Method, method_for
-from dmlbench.metrics.retrieval import check_ks, evaluate
+from dmlbench.metrics.retrieval import check_ks
 from dmlbench.options import RunOptions, Selection, torch_threads
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
     UNTRAINED,
     Artifact,
     DamagedRecord,
-    ProtocolRef,
-    QueryHits,
     Record,
     Timings,
-    command_line,
-    environment,
     folder_problem,
     load_record,
+    new_record,
     record_lock,
     record_path,
     save_record,
@@ -254,15 +250,17 @@ def run_one(
         steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
     eval_start = time.perf_counter()
     embeddings = embed(model, data.test, device)
-    metrics, query_hits = split_evaluation(protocol, embeddings, data.test, seed)
+    metrics, query_hits = evaluate(protocol.metrics, embeddings, data.test, seed, query_hits=True)
     now = time.perf_counter()
     artifacts: dict[str, Artifact] = {}
     if keep_as is not None:  # the untrained network is its seed's initialisation: no weights
         card = _model_card(protocol, method_name, hparams, seed, data)
         trained = None if method is None else model
         artifacts = keep_artifacts(keep_as, card, embeddings, data.test, trained)
-    return Record(
-        protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
+    return new_record(
+        protocol,
+        device=str(device),
+        precision=options.accel.precision(device),
         data_fingerprint=data.fingerprint,
         method=method_name,
         hparams=hparams,
@@ -278,8 +276,6 @@ def run_one(
             images_per_second=ips,
             steps=steps,
         ),
-        env=environment(str(device), options.accel.precision(device)),
-        command=command_line(),
         artifacts=artifacts,
         query_hits=query_hits,
     )
@@ -297,45 +293,6 @@ def _model_card(
         num_classes=data.train.num_classes,
         input_shape=[int(n) for n in data.test.images[0].shape],
     )
-
-
-def evaluate_split(
-    protocol: Protocol, model: Any, split: Split, device: Any, seed: int
-) -> dict[str, float]:
-    """The protocol's metrics of ``model`` on ``split``."""
-    return split_metrics(protocol, embed(model, split, device), split, seed)
-
-
-def split_metrics(
-    protocol: Protocol, embeddings: np.ndarray, split: Split, seed: int
-) -> dict[str, float]:
-    """The protocol's metrics of ``embeddings`` of ``split``: a function of the embeddings
-    alone, so a kept embeddings file reproduces a record's numbers exactly."""
-    return split_evaluation(protocol, embeddings, split, seed)[0]
-
-
-def split_evaluation(
-    protocol: Protocol, embeddings: np.ndarray, split: Split, seed: int
-) -> tuple[dict[str, float], QueryHits | None]:
-    """:func:`split_metrics` and, for class labels with Recall@1, each scored query's hit and
-    class (the record's ``query_hits``: paired comparisons over the same test queries)."""
-    if split.label_kind == "continuous":
-        from dmlbench.metrics.continuous import evaluate_continuous
-
-        return evaluate_continuous(embeddings, split, protocol.metrics), None
-    metrics = evaluate(
-        embeddings, split.labels, protocol.metrics, split.queries, split.gallery, seed=seed
-    )
-    if 1 not in protocol.metrics.recall_at:
-        return metrics, None
-    from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits_and_classes
-
-    hits, classes = recall_at_1_hits_and_classes(
-        embeddings, split.labels, split.queries, split.gallery, protocol.metrics.normalize
-    )
-    lo, hi = bootstrap_mean(hits, seed=seed)  # how much would other test queries move it?
-    metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
-    return metrics, QueryHits.encode(hits, classes)
 
 
 # --------------------------------------------------------------------------- sweeps
@@ -357,7 +314,7 @@ def parse_over(text: str) -> tuple[str, list[tuple[str, Any]]]:
     return key.strip(), [(t, parse_value(t)) for t in tokens]
 
 
-def sweep_protocols(protocol: Any, key: str, values: list[tuple[str, Any]]) -> list[Any]:
+def sweep_protocols(protocol: Protocol, key: str, values: list[tuple[str, Any]]) -> list[Protocol]:
     """The derived protocols, validated (an unknown key or a bad value fails before any run)."""
     from dmlbench.report.plots import sweep_name
 
@@ -368,7 +325,7 @@ def sweep_protocols(protocol: Any, key: str, values: list[tuple[str, Any]]) -> l
 
 
 def run_sweep(
-    protocol: Any,
+    protocol: Protocol,
     key: str,
     values: list[tuple[str, Any]],
     methods: list[str],

@@ -26,10 +26,9 @@ from pytorch_metric_learning import losses
 from torch import nn
 
 from dmlbench.methods._base import HParams, Method, register_method
+from dmlbench.methods._library import CITATIONS, PMLLoss, protocol_kwargs
 
 LR_MULT_KEY = "proxy_lr_mult"
-#: library class name -> the paper cited by its catalogue entry (``pml:`` names reuse it).
-CITATIONS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -73,10 +72,6 @@ class Entry:
         return self.loss_cls or getattr(losses, self.pml)
 
 
-def citation_for(pml_name: str) -> str | None:
-    return CITATIONS.get(pml_name)
-
-
 def suggest(trial: Any, space: Space) -> HParams:
     out: HParams = {}
     for key, dist in space.items():
@@ -94,8 +89,6 @@ class CatalogueMethod(Method):
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Constructor arguments: the protocol's (classes, width) and the entry's own."""
-        from dmlbench.methods.pml import protocol_kwargs
-
         e = self.entry
         cls = e.library_class()
         skip = {LR_MULT_KEY, "samples_per_class", *e.extra}
@@ -107,8 +100,6 @@ class CatalogueMethod(Method):
         return {**fixed, **own}
 
     def build_loss(self) -> nn.Module:
-        from dmlbench.methods.pml import PMLLoss
-
         loss = self.entry.library_class()(**self.loss_kwargs())
         if self.entry.build is not None:
             return self.entry.build(loss, self.hparams)

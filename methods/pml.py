@@ -37,17 +37,18 @@ from torch import nn
 
 from dmlbench.errors import DmlbenchError, RegistryError
 from dmlbench.methods._base import METHODS, HParams, Method
+from dmlbench.methods._library import (
+    CITATIONS,
+    PROTOCOL_ARGS,
+    PMLLoss,
+    init_params,
+    protocol_kwargs,
+)
 from dmlbench.registry import did_you_mean
 
 PREFIX = "pml:"
 LR_MULT_KEY = "loss_lr_mult"
 MINER_PREFIX = "miner_"
-#: Constructor arguments the protocol determines, and which attribute of the method fills them.
-PROTOCOL_ARGS = {
-    "num_classes": "num_classes",
-    "embedding_size": "embedding_size",
-    "descriptors_dim": "embedding_size",
-}
 #: Classes of the ``losses`` namespace that cannot be used here, and why.
 REFUSED_LOSSES = {
     "BaseMetricLossFunction": "an abstract base class, not a loss",
@@ -74,24 +75,6 @@ REFUSED_LOSSES = {
     "indices tuple); use the catalogue's 'manifold', which assigns each class its proxy",
 }
 #: Papers of library losses outside the catalogue (the catalogue's entries cite the others).
-CITATIONS = {
-    "AngularLoss": "Wang et al., Deep Metric Learning with Angular Loss, ICCV 2017",
-    "ContrastiveLoss": "Hadsell, Chopra & LeCun, Dimensionality Reduction by Learning an "
-    "Invariant Mapping, CVPR 2006",
-    "LiftedStructureLoss": "Oh Song et al., Deep Metric Learning via Lifted Structured "
-    "Feature Embedding, CVPR 2016",
-    "MarginLoss": "Wu et al., Sampling Matters in Deep Embedding Learning, ICCV 2017",
-    "MultiSimilarityLoss": "Wang et al., Multi-Similarity Loss with General Pair Weighting "
-    "for Deep Metric Learning, CVPR 2019",
-    "NPairsLoss": "Sohn, Improved Deep Metric Learning with Multi-class N-pair Loss "
-    "Objective, NeurIPS 2016",
-    "NormalizedSoftmaxLoss": "Zhai & Wu, Classification is a Strong Baseline for Deep Metric "
-    "Learning, BMVC 2019",
-    "ProxyNCALoss": "Movshovitz-Attias et al., No Fuss Distance Metric Learning using "
-    "Proxies, ICCV 2017",
-    "TripletMarginLoss": "Weinberger & Saul, Distance Metric Learning for Large Margin "
-    "Nearest Neighbor Classification, JMLR 2009",
-}
 REFUSED_MINERS = {
     "BaseMiner": "an abstract base class, not a miner",
     "EmbeddingsAlreadyPackagedAsTriplets": "needs batches packaged as (anchor, positive, "
@@ -125,18 +108,6 @@ def _lookup(kind: str, name: str, table: dict[str, type], refused: dict[str, str
     return table[name]
 
 
-def init_params(cls: type) -> list[inspect.Parameter]:
-    """Constructor parameters, following ``*args`` to the base class (``CosFaceLoss`` passes
-    ``num_classes, embedding_size`` through ``*args`` to ``LargeMarginSoftmaxLoss``)."""
-    own = list(inspect.signature(cls).parameters.values())
-    out = [p for p in own if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if any(p.kind is p.VAR_POSITIONAL for p in own):
-        base = next(b for b in cls.__mro__[1:] if "__init__" in vars(b))
-        names = {p.name for p in out}
-        out += [p for p in init_params(base) if p.name not in names and p.default is p.empty]
-    return out
-
-
 def _scalar_defaults(cls: type, what: str) -> HParams:
     """Keyword defaults that are scalars; a required argument the protocol cannot fill is an
     error (the library documents no value for it)."""
@@ -155,35 +126,6 @@ def _scalar_defaults(cls: type, what: str) -> HParams:
             f"for {', '.join(missing)}; register a method that sets them"
         )
     return defaults
-
-
-def protocol_kwargs(cls: type, num_classes: int, embedding_size: int) -> dict[str, int]:
-    """The constructor arguments a protocol determines, by parameter name."""
-    values = {"num_classes": num_classes, "embedding_size": embedding_size}
-    params = {p.name: p for p in init_params(cls)}
-    return {
-        n: values[attr]
-        for n, attr in PROTOCOL_ARGS.items()
-        if n in params and params[n].default is inspect.Parameter.empty
-    }
-
-
-class PMLLoss(nn.Module):
-    """``loss(embeddings, labels, miner(embeddings, labels))``: the trainer's loss signature.
-
-    The miner (if any) is a submodule too, so the loss's parameters (proxies) reach the
-    optimizer through :meth:`Method.param_groups` and nothing else does.
-    """
-
-    def __init__(self, loss: nn.Module, miner: nn.Module | None = None) -> None:
-        super().__init__()
-        self.loss = loss
-        self.miner = miner
-
-    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        tuples = self.miner(embeddings, labels) if self.miner is not None else None
-        out: torch.Tensor = self.loss(embeddings, labels, tuples)
-        return out
 
 
 class PMLMethod(Method):
@@ -238,7 +180,6 @@ def _probe(method: Method, name: str) -> None:
 
 def resolve(name: str) -> type[Method]:
     """Build the method class of ``pml:<Loss>[+<Miner>]`` (raises one-line errors)."""
-    from dmlbench.methods._catalogue import citation_for
 
     spec = name[len(PREFIX) :]
     loss_name, plus, miner_name = spec.partition("+")
@@ -260,7 +201,7 @@ def resolve(name: str) -> type[Method]:
     all_defaults: HParams = {**defaults, **{MINER_PREFIX + k: v for k, v in miner_defaults.items()}}
     if learnable:
         all_defaults[LR_MULT_KEY] = 100.0
-    cited = citation_for(loss_name) or CITATIONS.get(loss_name)
+    cited = CITATIONS.get(loss_name)
     attrs: dict[str, Any] = {
         "name": name,
         "paper": f"{cited or loss_name}, via pytorch-metric-learning {loss_name}"

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import MAX_BATCH_SIZE, MAX_SEED, MAX_STEPS, MAX_TRIALS
+
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
 
 MAX_THREADS = 4096  # torch threads, and dmlbench check's --jobs: beyond any machine's cores
 MAX_PROCESSES = 1024  # --workers, --loader-workers
@@ -147,7 +150,7 @@ def add_plugin_option(
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE", help=help)
 
 
-def resolve_methods(protocol: Any, names: list[str] | None) -> list[str]:
+def resolve_methods(protocol: Protocol, names: list[str] | None) -> list[str]:
     """``--method``: the protocol's list by default, ``all`` = every registered method of the
     protocol's label kind, else the names given (unknown names fail with "did you mean")."""
     from dmlbench.data import DATASETS
@@ -241,7 +244,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def apply_budget(protocol: Any, args: argparse.Namespace) -> Any:
+def apply_budget(protocol: Protocol, args: argparse.Namespace) -> Protocol:
     """The protocol with the budget the command line asks for (a different hash if changed)."""
     trials = 0 if args.no_search else args.trials
     if trials is None or trials == protocol.search.trials:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlbench.errors import DmlbenchError
+
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
 
 EPILOG_RUN = """examples:
   dmlbench run                                    # glyphs-mini, its default methods, all seeds
@@ -70,7 +73,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_work(protocol: Any, methods: list[str], seeds: int, args: argparse.Namespace) -> None:
+def _print_work(
+    protocol: Protocol, methods: list[str], seeds: int, args: argparse.Namespace
+) -> None:
     """The run's counted work before a long run starts (data sets of published size only)."""
     from dmlbench.engine.cost import protocol_work
 
@@ -137,7 +142,9 @@ def _all_on_disk(records: list[Any], results_dir: Path) -> list[Any]:
     return unique_records(mine or records)
 
 
-def _override_backbone(protocol: Any, args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+def _override_backbone(
+    protocol: Protocol, args: argparse.Namespace, overrides: dict[str, Any]
+) -> Protocol:
     """The protocol with another backbone and/or weights, named ``<name>@backbone=...``.
 
     The protocol's pretraining is kept unless ``--pretrained`` says otherwise, so

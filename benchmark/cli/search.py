@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dmlbench.errors import DmlbenchError
+
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
 
 EPILOG = """examples:
   dmlbench search --protocol glyphs-mini --method contrastive --trials 8 --workers 2
@@ -57,7 +60,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status(protocol: Any, methods: list[str], run: Any) -> int:
+def _status(protocol: Protocol, methods: list[str], run: Any) -> int:
     import optuna
 
     from dmlbench.search.storage import open_storage, quiet_optuna, storage_url

@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard import boards
@@ -47,6 +47,9 @@ from dmlbench.leaderboard.tolerances import (
     verify_checksums,
 )
 from dmlbench.records import Record, cpu_name, load_records
+
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,11 @@ def load_leaderboard(lb_dir: Path) -> tuple[Tolerances, dict[str, dict[str, Reco
 
 
 def verify(
-    name: str, protocol: Any, fingerprint: str, entries: dict[str, Record], tolerances: Tolerances
+    name: str,
+    protocol: Protocol,
+    fingerprint: str,
+    entries: dict[str, Record],
+    tolerances: Tolerances,
 ) -> None:
     """Refuse (one line, exit 2) a leaderboard made under another protocol or data."""
     base = boards.LEADERBOARD[name].base if name in boards.LEADERBOARD else name
@@ -272,7 +279,7 @@ def _seed_noise(tolerances: Tolerances) -> Tolerances:
     return tolerances.model_copy(update={"protocols": protocols})
 
 
-def check_task(name: str, protocol: Any, old: Record, note: Callable[[str], None]) -> Task:
+def check_task(name: str, protocol: Protocol, old: Record, note: Callable[[str], None]) -> Task:
     """The re-run of a committed entry: the tuned board's with its committed selection (no
     search), a defaults entry with today's defaults, or its committed ones if they changed."""
     m = old.method

@@ -44,11 +44,11 @@ def compute() -> dict[str, Any]:
     """This machine's fingerprint: :data:`STEPS` steps of :data:`METHOD` at one thread."""
 
     from dmlbench.data import load_data
+    from dmlbench.engine.evaluation import evaluate
     from dmlbench.engine.train import embed, train
     from dmlbench.methods import create_method
     from dmlbench.options import torch_threads
     from dmlbench.protocol import load_protocol
-    from dmlbench.run import split_evaluation
     from dmlbench.simd import in_force
 
     protocol = load_protocol(PROTOCOL)
@@ -56,7 +56,8 @@ def compute() -> dict[str, Any]:
     with torch_threads(1):  # the boards' thread count: the reduction order is part of it
         method = create_method(METHOD, None, data.train.num_classes, protocol.model.embedding_size)
         model = train(protocol, method, data.train, SEED, max_steps=STEPS, progress=False).model
-        metrics, _ = split_evaluation(protocol, embed(model, data.test), data.test, SEED)
+        emb = embed(model, data.test)
+        metrics, _ = evaluate(protocol.metrics, emb, data.test, SEED, query_hits=True)
     return {
         "protocol": f"{protocol.name} {protocol.short_hash}",
         "run": f"{METHOD}, seed {SEED}, {STEPS} steps, one torch thread",

@@ -40,10 +40,10 @@ def child(steps: int) -> dict[str, float | str | None]:
     import torch
 
     from dmlbench.data import load_data
+    from dmlbench.engine.evaluation import evaluate
     from dmlbench.engine.train import embed, train
     from dmlbench.methods import create_method
     from dmlbench.protocol import load_protocol
-    from dmlbench.run import split_evaluation
     from dmlbench.simd import mkl_branch
 
     torch.set_num_threads(1)
@@ -54,7 +54,7 @@ def child(steps: int) -> dict[str, float | str | None]:
     )
     result = train(protocol, method, data.train, 0, max_steps=steps, progress=False)
     start = time.perf_counter()
-    split_evaluation(protocol, embed(result.model, data.test), data.test, 0)
+    evaluate(protocol.metrics, embed(result.model, data.test), data.test, 0, query_hits=True)
     return {
         "step": result.train_seconds / result.steps,
         "evaluate": time.perf_counter() - start,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -42,8 +42,11 @@ from dmlbench.perf._common import (
     rounds_option,
 )
 
+if TYPE_CHECKING:
+    from dmlbench.protocol import Protocol
 
-def one_epoch(protocol: Any, batch_size: int | None = None) -> Any:
+
+def one_epoch(protocol: Protocol, batch_size: int | None = None) -> Protocol:
     """The protocol with one epoch (and another batch size when given)."""
     update: dict[str, Any] = {"optim": protocol.optim.model_copy(update={"epochs": 1})}
     if batch_size is not None:
@@ -51,7 +54,7 @@ def one_epoch(protocol: Any, batch_size: int | None = None) -> Any:
     return protocol.model_copy(update=update)
 
 
-def harness_epoch(protocol: Any, name: str, split: Any, seed: int) -> tuple[float, float]:
+def harness_epoch(protocol: Protocol, name: str, split: Any, seed: int) -> tuple[float, float]:
     """(images/s, mean loss) of one epoch of ``dmlbench.engine.train.train``."""
     from dmlbench.engine.train import train
     from dmlbench.methods import method_for
@@ -62,7 +65,7 @@ def harness_epoch(protocol: Any, name: str, split: Any, seed: int) -> tuple[floa
 
 
 def floor_epoch(
-    protocol: Any, name: str, split: Any, seed: int, max_batches: int | None = None
+    protocol: Protocol, name: str, split: Any, seed: int, max_batches: int | None = None
 ) -> tuple[float, float]:
     """(images/s, mean loss) of the same epoch in a bare loop (its first batches only when
     ``max_batches`` is given: a warm-up)."""

@@ -63,12 +63,15 @@ def parse_value(token: str) -> Any:
 def parse_sweep_name(name: str) -> tuple[str, str, Any] | None:
     """``("poses", "model.embedding_size", 16)`` from ``poses@model.embedding_size=16``.
 
-    ``<protocol>@trials=N`` (``--trials N``: another tuning budget, a protocol of its own) is
-    not a sweep point: it is reported and ranked like its base protocol.
+    A sweep varies a protocol key, always a dotted path (``model.embedding_size``,
+    ``batch.size``). The run's own derived names are not sweep points: ``@trials=N``
+    (``--trials N``: another tuning budget) and ``@backbone=...`` / ``@pretrained=...``
+    (``--backbone-override``, ``--pretrained``: smoke runs) are protocols of their own,
+    reported like their base protocol.
     """
     base, at, rest = name.rpartition("@")
     key, eq, token = rest.partition("=")
-    if not at or not eq or not base or not key or key == "trials":
+    if not at or not eq or not base or "." not in key:
         return None
     return base, key, parse_value(token)
 

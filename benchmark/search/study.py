@@ -263,7 +263,8 @@ def tune(
     """
     import torch
 
-    from dmlbench.search.worker import run_worker, spawn_workers
+    from dmlbench.search.processes import spawn_workers
+    from dmlbench.search.worker import run_worker
 
     quiet_optuna()
     options = run.search

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing as mp
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,11 +23,11 @@ import numpy as np
 from dmlbench.data.base import Split
 from dmlbench.engine import progress
 from dmlbench.engine.checkpoint import TrainingInterrupted
-from dmlbench.engine.tracking import RunLog, Shifted, Tracker, activated, current, open_tracker
+from dmlbench.engine.tracking import RunLog, Shifted, Tracker, current
 from dmlbench.errors import NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, method_for
 from dmlbench.metrics.selection import validation_spec
-from dmlbench.options import RunOptions, SearchOptions, torch_threads
+from dmlbench.options import RunOptions, SearchOptions
 from dmlbench.protocol import MetricsSpec, Protocol
 from dmlbench.search.storage import claim_lock, open_storage, quiet_optuna
 from dmlbench.search.study import (
@@ -325,14 +323,9 @@ def _train_folds(
 def _score(
     model: nn.Module, split: Split, spec: MetricsSpec, metric: str, device: Any, seed: int
 ) -> float:
-    from dmlbench.engine.train import embed
-    from dmlbench.metrics.continuous import evaluate_continuous
-    from dmlbench.metrics.retrieval import evaluate
+    from dmlbench.engine.evaluation import evaluate_model
 
-    emb = embed(model, split, device)
-    if split.label_kind == "continuous":
-        return float(evaluate_continuous(emb, split, spec)[metric])
-    return float(evaluate(emb, split.labels, spec, seed=seed).get(metric, 0.0))
+    return float(evaluate_model(spec, model, split, device, seed).get(metric, 0.0))
 
 
 def _write_trial_record(
@@ -351,17 +344,12 @@ def _write_trial_record(
     wall_seconds: float,
 ) -> None:
     from dmlbench.engine.train import resolve_device
-    from dmlbench.records import (
-        ProtocolRef,
-        Record,
-        Timings,
-        command_line,
-        environment,
-        save_record,
-    )
+    from dmlbench.records import Timings, new_record, save_record
 
-    record = Record(
-        protocol=ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash),
+    record = new_record(
+        protocol,
+        device=run.device,
+        precision=run.accel.precision(resolve_device(run.device)),
         data_fingerprint=fingerprint,
         method=method,
         hparams=hparams,
@@ -373,8 +361,6 @@ def _write_trial_record(
         overrides=run.overrides,
         search=search,
         timings=Timings(wall_seconds=wall_seconds, train_seconds=train_seconds, steps=steps),
-        env=environment(run.device, run.accel.precision(resolve_device(run.device))),
-        command=command_line(),
     )
     save_record(record, _trial_path(protocol, method, _slot(trial), run))
 
@@ -392,69 +378,3 @@ def _trial_path(protocol: Protocol, method: str, number: int, run: RunOptions) -
         run.results_dir, protocol.name, protocol.hash, method, protocol.seeds[0],
         "search-trial", run.overrides, trial=number,
     )  # fmt: skip
-
-
-# --------------------------------------------------------------------------- processes
-
-
-def spawn_workers(
-    protocol: Protocol, method: str, run: RunOptions, options: SearchOptions, url: str, n: int
-) -> list[Any]:
-    """Start ``n`` extra worker processes on this machine (spawned: no forked torch state)."""
-    ctx = mp.get_context("spawn")
-    procs = []
-    # A spawned process starts with nothing configured: it repeats this one's logging and
-    # opens its own writer to the same tracker (TensorBoard event files are per process).
-    setup = (progress.current_setup(), current().spec)
-    for index in range(1, n + 1):
-        p = ctx.Process(
-            target=_child,
-            args=(protocol.model_dump(mode="json"), method, run, options, url, index, setup),
-            name=f"dmlbench-search-{index}",
-        )
-        p.start()
-        procs.append(p)
-    return procs
-
-
-def worker_device(device: str, index: int, gpus: int) -> str:
-    """The device of search worker ``index`` (0 is the parent): with several GPUs and
-    ``--device auto`` or ``cuda``, worker i trains on GPU ``i mod gpus``, so ``--workers N``
-    on an N-GPU machine puts one worker on each GPU instead of N on the first. An explicit
-    ``cuda:K`` or ``cpu`` is kept."""
-    if device in ("auto", "cuda") and gpus > 1:
-        return f"cuda:{index % gpus}"
-    return device
-
-
-def _child(
-    raw: dict[str, Any],
-    method: str,
-    run: RunOptions,
-    options: SearchOptions,
-    url: str,
-    index: int,
-    setup: tuple[progress.LogSetup | None, str | None] = (None, None),
-) -> None:
-    import torch
-
-    from dmlbench.data import load_data
-    from dmlbench.methods import load_plugins
-    from dmlbench.protocol import validate_protocol
-
-    run = replace(run, device=worker_device(run.device, index, torch.cuda.device_count()))
-    log_setup, track_spec = setup
-    if log_setup is not None:
-        progress.configure_logging(log_setup.level, log_setup.log_file)
-    try:
-        load_plugins(options.plugins)
-        protocol = validate_protocol(raw, source=f"search worker {index}")
-        data = load_data(protocol, run.data_root)
-        # the parent's thread count, so --workers moves no number
-        with torch_threads(run.threads), activated(open_tracker(track_spec)) as tracker:
-            run_worker(
-                protocol, method, data.train, data.fingerprint,
-                replace(run, progress=False), options, url, tracker,
-            )  # fmt: skip
-    except (TrainingInterrupted, KeyboardInterrupt):
-        sys.exit(130)

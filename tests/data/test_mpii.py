@@ -175,9 +175,9 @@ def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:  # type: ignore
 
 @pytest.mark.parametrize("method", ["log-ratio", "triplet-dense"])
 def test_trains_and_evaluates_end_to_end(bundle, tmp_path, method: str) -> None:  # type: ignore[no-untyped-def]
+    from dmlbench.engine.evaluation import evaluate_model
     from dmlbench.engine.train import train
     from dmlbench.methods import create_method
-    from dmlbench.run import evaluate_split
 
     root, truth = bundle
     p = protocol(root)
@@ -185,7 +185,7 @@ def test_trains_and_evaluates_end_to_end(bundle, tmp_path, method: str) -> None:
     m = create_method(method, None, 0, p.model.embedding_size)
     result = train(p, m, data.train, seed=0, max_steps=2, progress=False)
     assert result.steps == 2 and np.isfinite(result.curve[-1]["loss"])
-    metrics = evaluate_split(p, result.model, data.test, "cpu", 0)
+    metrics = evaluate_model(p.metrics, result.model, data.test, "cpu", 0)
     assert set(metrics) == {
         "queries",
         *(f"ndcg@{k}" for k in range(10, 101, 10)),

@@ -12,6 +12,7 @@ import pytest
 import dmlbench
 from dmlbench.data.base import Split
 from dmlbench.engine.artifacts import EMBEDDINGS, WEIGHTS, file_sha256, read_embeddings
+from dmlbench.engine.evaluation import evaluate as evaluate_split
 from dmlbench.engine.inference import kept_split, open_kept
 from dmlbench.engine.train import embed
 from dmlbench.errors import DmlbenchError
@@ -19,7 +20,7 @@ from dmlbench.metrics.retrieval import evaluate
 from dmlbench.options import RunOptions
 from dmlbench.protocol import Protocol, load_protocol
 from dmlbench.records import Record, load_record
-from dmlbench.run import run_protocol, split_evaluation, split_metrics
+from dmlbench.run import run_protocol
 
 
 def tiny() -> Protocol:
@@ -64,8 +65,10 @@ def test_the_kept_embeddings_reproduce_the_metrics_exactly(kept, method: str) ->
     metrics = evaluate(arrays["embeddings"], arrays["labels"], protocol.metrics, seed=record.seed)
     assert metrics == {k: record.metrics[k] for k in metrics}
     split = Split(images=None, labels=arrays["labels"])  # type: ignore[arg-type]
-    assert split_metrics(protocol, arrays["embeddings"], split, record.seed) == record.metrics
-    _, query_hits = split_evaluation(protocol, arrays["embeddings"], split, record.seed)
+    metrics, query_hits = evaluate_split(
+        protocol.metrics, arrays["embeddings"], split, record.seed, query_hits=True
+    )
+    assert metrics == record.metrics
     assert query_hits == record.query_hits
 
 
@@ -90,7 +93,10 @@ def test_the_loaded_model_reproduces_embeddings_and_metrics(kept, method: str) -
     test = kept_split(open_kept(path), "test")
     again = embed(model, test, "cpu")
     np.testing.assert_allclose(again, read_embeddings(record, path)["embeddings"], atol=1e-6)
-    assert split_metrics(tiny(), again, test, record.seed) == record.metrics
+    assert (
+        evaluate_split(tiny().metrics, again, test, record.seed, query_hits=True)[0]
+        == record.metrics
+    )
     by_record = dmlbench.load_model(record, results_dir=path.parents[2])  # a loaded record
     assert all(
         (a == b).all()

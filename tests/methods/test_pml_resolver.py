@@ -9,7 +9,7 @@ from pytorch_metric_learning import losses, miners
 from dmlbench.cli.main import main
 from dmlbench.errors import DmlbenchError, RegistryError
 from dmlbench.methods import METHODS, create_method
-from dmlbench.methods.pml import PMLLoss
+from dmlbench.methods._library import PMLLoss
 
 
 def test_circle_resolves_with_the_library_defaults() -> None:

@@ -60,6 +60,9 @@ def test_parse_sweep_name() -> None:
     assert parse_sweep_name("a@b@optim.lr=1e-3") == ("a@b", "optim.lr", 1e-3)
     assert parse_sweep_name("poses") is None and parse_sweep_name("poses@key") is None
     assert parse_sweep_name("poses@trials=4") is None  # --trials 4: another budget, not a sweep
+    # --backbone-override / --pretrained smoke runs: protocols of their own, not sweep points
+    assert parse_sweep_name("cub200@defaults@backbone=small-cnn@pretrained=none") is None
+    assert parse_sweep_name("cub200@backbone=timm:resnet18") is None
 
 
 def test_sweep_points_mean_std_per_value_and_method() -> None:

@@ -303,7 +303,7 @@ def test_unfinished_study_under_torchrun_is_a_clear_error(
 
 
 def test_search_workers_spread_over_the_gpus() -> None:
-    from dmlbench.search.worker import worker_device
+    from dmlbench.search.processes import worker_device
 
     assert [worker_device("auto", i, 4) for i in range(6)] == [
         "cuda:0", "cuda:1", "cuda:2", "cuda:3", "cuda:0", "cuda:1",
