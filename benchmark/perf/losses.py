@@ -99,6 +99,15 @@ OVER_5_MS = {
     "embeddings of every pair, took about 0.3 s",
     "snr-contrastive": "the SNR distances from one B × B product of the centred embeddings "
     "(methods/snr_contrastive.py); the library's B × B × D differences took about 0.35 s",
+    "histogram": "the pairs of the batch's triplets taken from one B × B mask, the cosine "
+    "matrix's products and two 101-node scatters (methods/histogram.py); the library's loss, "
+    "which lists every triplet, took about 0.2 s",
+    "pnp": "the sigmoid ranks of each query's positives only, a (B·K) × B tensor "
+    "(methods/pnp.py); the library's B × B × B took about 0.2 s",
+    "manifold": "the random walk over the B + C = 280 samples and proxies: their Gram matrix, "
+    "the 280 × 280 inverse and their backward (docs/performance.md, Losses above 20 ms); the "
+    "library's C × B × (B + C) context cosines, replaced by one product "
+    "(methods/manifold.py), took about 0.3 s",
     "smooth-ap": "the smoothed rank of eq. 11 is a B × B × B sigmoid (5.8 M entries at 180) and "
     "its masked sums: inherent as written; on the committed boards, so not restructured "
     "(docs/performance.md, Losses above 20 ms)",
