@@ -50,8 +50,10 @@ def test_default_report_leaves_sweep_points_out(
     assert _report(results, out) == 0
     names = [p.name for p in out.iterdir()]
     assert not [n for n in names if "model.embedding_size" in n], names
-    ranking = (out / "ranking.csv").read_text(encoding="utf-8")
-    assert "glyphs-mini@trials=4" in ranking  # another budget is a protocol: ranked
+    # another budget is a protocol, not a sweep point: its own table; on the same data as
+    # glyphs-mini, so named under the ranking, not ranked twice (one data set counts once)
+    assert [n for n in names if n.startswith("glyphs-mini@trials=4-") and n.endswith(".md")]
+    assert "Not ranked: glyphs-mini@trials=4" in (out / "ranking.md").read_text(encoding="utf-8")
     assert "model.embedding_size" not in capsys.readouterr().out
 
 
@@ -62,10 +64,10 @@ def test_sweeps_flag_reports_them_but_never_ranks_them(
     assert _report(results, out, "--sweeps") == 0
     assert (out / "sweep-glyphs-mini-model.embedding_size.png").is_file()
     assert [p for p in out.glob("*model.embedding_size=16-*.md")]  # a table per point
-    ranking = (out / "ranking.csv").read_text(encoding="utf-8")
-    assert "glyphs-mini@trials=4" in ranking and "model.embedding_size" not in ranking
+    ranking = (out / "ranking.md").read_text(encoding="utf-8")
+    assert "Not ranked: glyphs-mini@trials=4" in ranking and "model.embedding_size" not in ranking
     index = (out / "index.html").read_text(encoding="utf-8")
-    assert "Ranking across protocols" in index
+    assert "Ranking across data sets" in index
     capsys.readouterr()
 
 

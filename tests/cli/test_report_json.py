@@ -31,7 +31,7 @@ def test_two_copies_of_the_data_under_one_protocol_hash_are_refused(
     _save(tmp_path / "results", damaged)
     assert _report_json(tmp_path) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "different data (fingerprints 0123456789ab, f)" in lines[0]
+    assert len(lines) == 1 and "different data (fingerprints 0123456789ab, f-p)" in lines[0]
     assert not (tmp_path / "reports" / "results.json").exists()
 
 
