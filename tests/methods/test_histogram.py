@@ -11,36 +11,15 @@ from pytorch_metric_learning import losses
 
 from dmlbench.methods import create_method
 from dmlbench.methods.histogram import Histogram
+from tests.methods._batches import LABELS, batch, value_and_grad
 from tests.methods.test_catalogue import histogram_loss as loop_reference
 
 #: the entry's defaults
 H = {"n_bins": 100}
-LABELS = {
-    "pk": torch.arange(6).repeat_interleave(4),
-    "unbalanced": torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 5, 6, 7]),
-    "some-singletons": torch.tensor([0, 0, 1, 1, 2, 3, 4, 5]),
-    "one-class": torch.zeros(8, dtype=torch.long),
-    "all-singletons": torch.arange(8),
-}
 
 
 def registered() -> torch.nn.Module:
     return create_method("histogram", None, num_classes=10, embedding_size=8).build_loss()
-
-
-def value_and_grad(
-    fn: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    leaf = x.clone().requires_grad_(True)
-    value = fn(leaf, y)
-    (grad,) = torch.autograd.grad(value, leaf, allow_unused=True, materialize_grads=True)
-    return value.detach(), grad
-
-
-def batch(labels: str, seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    y = LABELS[labels]
-    return torch.randn(len(y), 8, generator=g, dtype=dtype), y
 
 
 def test_the_entry_builds_this_module_with_its_defaults() -> None:

@@ -11,16 +11,10 @@ from pytorch_metric_learning import losses
 
 from dmlbench.methods import METHODS, create_method
 from dmlbench.methods.manifold import ClassProxyManifold
+from tests.methods._batches import LABELS, batch
 from tests.methods.test_catalogue import manifold as loop_reference
 
 C = 8  # classes = proxies
-LABELS = {
-    "pk": torch.arange(6).repeat_interleave(4),
-    "unbalanced": torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 4, 4, 5, 6, 7]),
-    "some-singletons": torch.tensor([0, 0, 1, 1, 2, 3, 4, 5]),
-    "one-class": torch.zeros(8, dtype=torch.long),
-    "all-singletons": torch.arange(8),
-}
 Grads = tuple[torch.Tensor, ...]
 
 
@@ -35,12 +29,6 @@ def value_and_grads(fn, x: torch.Tensor, proxies: torch.Tensor) -> tuple[torch.T
     leaf = x.clone().requires_grad_(True)
     value = fn(leaf)
     return value.detach(), torch.autograd.grad(value, [leaf, proxies])
-
-
-def batch(labels: str, seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    y = LABELS[labels]
-    return torch.randn(len(y), 8, generator=g, dtype=dtype), y
 
 
 def test_the_entry_wraps_the_librarys_loss_with_its_defaults() -> None:
