@@ -10,8 +10,8 @@ to the epoch its search selected.
 
 Hours are given only for a device whose training throughput was measured for that backbone
 (:data:`MEASURED`, from ``python -m dmlbench.perf.gpu``; ``reports/perf/gpu.md``): a CPU step
-time says nothing about a GPU's, and FLOPs alone do not make hours (the measured harness is
-fed from the host well below the card's arithmetic peak). They cover training; embedding the
+time says nothing about a GPU's, and FLOPs alone do not make hours (the measured harness runs far
+below the card's arithmetic peak). They cover training; embedding the
 validation and test images is forward-only work and is left out of the hours, not the FLOPs.
 """
 
