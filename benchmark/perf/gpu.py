@@ -113,7 +113,7 @@ def training_rows(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
         calls = {cfg: train_call(backbone, *cfg, split, args) for cfg in configs}
         for call in calls.values():
             call()  # cuDNN autotuning and first-call costs are not timed
-        fns = {f"{p} {c}": (lambda f=call: f()) for (p, c), call in calls.items()}
+        fns = {f"{p} {c}": call for (p, c), call in calls.items()}
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
         for _ in range(args.rounds):
             _, last = interleaved(fns, repeats=1, warmup=0)
