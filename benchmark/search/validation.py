@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmlbench.data.base import Split
-from dmlbench.protocol import MetricsSpec, Protocol
+from dmlbench.protocol import Protocol
 from dmlbench.search.storage import SearchError
 
 
@@ -21,20 +21,6 @@ def objective_metric(protocol: Protocol, label_kind: str) -> str:
     if label_kind == "continuous":
         return f"ndcg@{max(m.ndcg_at or [10])}"
     return f"recall@{m.recall_at[0]}" if m.recall_at else "map@r"
-
-
-def validation_metrics(protocol: Protocol, metric: str) -> MetricsSpec:
-    """Only the objective (no NMI k-means after every epoch)."""
-    k = int(metric.split("@")[1]) if metric[-1].isdigit() else 1
-    return MetricsSpec(
-        recall_at=[k] if metric.startswith("recall@") else [],
-        nmi=False,
-        map_at_r=metric == "map@r",
-        r_precision=False,
-        normalize=protocol.metrics.normalize,
-        ndcg_at=[k] if metric.startswith("ndcg@") else [],
-        label_distance_at=[],
-    )
 
 
 def validation_folds(
