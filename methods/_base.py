@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from dmlbench.data.base import Split
     from dmlbench.protocol import Protocol
 
+#: The one name of the learning-rate multiplier of a loss's learnable parameters (proxies,
+#: class weights), for hand-written, catalogue and ``pml:`` methods alike, so that
+#: ``--hparam proxy_lr_mult=10`` means the same on every method that has one. Margin's β keeps
+#: its paper's name (``beta_lr_mult``): it is one scalar, not a proxy per class.
+LR_MULT_KEY = "proxy_lr_mult"
+
 HParams = dict[str, Any]
 
 

@@ -25,10 +25,8 @@ from typing import Any
 from pytorch_metric_learning import losses
 from torch import nn
 
-from dmlbench.methods._base import HParams, Method, register_method
+from dmlbench.methods._base import LR_MULT_KEY, HParams, Method, register_method
 from dmlbench.methods._library import CITATIONS, PMLLoss, protocol_kwargs
-
-LR_MULT_KEY = "proxy_lr_mult"
 
 
 @dataclass(frozen=True)

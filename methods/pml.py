@@ -14,10 +14,11 @@ compares the library's losses under one training setup):
   ``descriptors_dim``) are filled in by inspecting the signature; every other argument keeps
   the library's documented default and is exposed as a hyper-parameter (scalars only), so
   ``--hparam pml:CircleLoss.m=0.25`` works. A miner's arguments are prefixed ``miner_``.
-- A loss with learnable parameters (proxies, class weights) gets ``loss_lr_mult``: its
-  parameters learn at ``lr × loss_lr_mult``. The library states no multiplier; the default is
-  100, the catalogue's (Proxy-Anchor's and SoftTriple's authors' code), because at the DML
-  protocols' backbone rate (Adam, 1e-5) a 1× rate leaves proxies near their initialisation.
+- A loss with learnable parameters (proxies, class weights) gets ``proxy_lr_mult`` (the
+  name every method uses): its parameters learn at ``lr × proxy_lr_mult``. The library states
+  no multiplier; the default is 100, the catalogue's (Proxy-Anchor's and SoftTriple's authors'
+  code), because at the DML protocols' backbone rate (Adam, 1e-5) a 1× rate leaves proxies
+  near their initialisation.
 - The search space scales each positive float default by ×/÷ 2 (log-uniform), the learning-rate
   multiplier over [1, 1000] and the samples per class over {2, 4, 8}.
 - Losses that cannot map (embeddings, labels) to a scalar are refused in one line naming why;
@@ -36,7 +37,7 @@ from pytorch_metric_learning import losses, miners
 from torch import nn
 
 from dmlbench.errors import DmlbenchError, RegistryError
-from dmlbench.methods._base import METHODS, HParams, Method
+from dmlbench.methods._base import LR_MULT_KEY, METHODS, HParams, Method
 from dmlbench.methods._library import (
     CITATIONS,
     PROTOCOL_ARGS,
@@ -47,7 +48,6 @@ from dmlbench.methods._library import (
 from dmlbench.registry import did_you_mean
 
 PREFIX = "pml:"
-LR_MULT_KEY = "loss_lr_mult"
 MINER_PREFIX = "miner_"
 #: Classes of the ``losses`` namespace that cannot be used here, and why.
 REFUSED_LOSSES = {

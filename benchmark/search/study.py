@@ -216,13 +216,19 @@ def _init_study(study: optuna.Study, protocol: Protocol, method: str, name: str)
         raise SearchError(f"study {name} belongs to another protocol hash")
 
 
+#: Complete trials before the median pruner may stop one: every method's search then completes
+#: at least 3 of its trials, and later trials are judged against a median of three curves, not
+#: the mean of two (docs/tuning.md, "The pruner's start-up trials").
+MEDIAN_STARTUP_TRIALS = 3
+
+
 def make_pruner(protocol: Protocol) -> optuna.pruners.BasePruner:
     """The protocol's pruner, over ``folds × epochs`` validation reports."""
     import optuna
 
     steps = protocol.search.validation.folds * protocol.optim.epochs
     if protocol.search.pruner == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+        return optuna.pruners.MedianPruner(n_startup_trials=MEDIAN_STARTUP_TRIALS, n_warmup_steps=1)
     if protocol.search.pruner == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(steps, 1))
     return optuna.pruners.NopPruner()

@@ -38,10 +38,10 @@ def test_loss_with_miner_passes_the_mined_tuples() -> None:
 
 def test_protocol_arguments_and_learnable_parameters() -> None:
     method = create_method("pml:CosFaceLoss", None, num_classes=7, embedding_size=12)
-    assert method.lr_mult_key == "loss_lr_mult" and method.hparams["loss_lr_mult"] == 100.0
+    assert method.lr_mult_key == "proxy_lr_mult" and method.hparams["proxy_lr_mult"] == 100.0
     loss = method.build_loss()
     assert tuple(loss.loss.W.shape) == (12, 7)
-    method = create_method("pml:CosFaceLoss", {"loss_lr_mult": 10.0}, 7, 12)
+    method = create_method("pml:CosFaceLoss", {"proxy_lr_mult": 10.0}, 7, 12)
     (group,) = method.param_groups(method.build_loss(), lr=1e-3)
     assert group["lr"] == pytest.approx(1e-2)
 
