@@ -1,0 +1,280 @@
+"""Bring your own data: class-labelled images in a folder, split class-disjointly.
+
+Two layouts under the data root:
+
+- ``index.csv`` (or ``params.index``), UTF-8 with a header line ``path,label[,split][,group]``:
+  ``path`` relative to the root (POSIX), ``label`` the class name, ``split`` ``train`` or
+  ``test`` (read by the ``column`` rule), ``group`` any grouping of classes (read by the
+  ``test_groups`` rule; one group per class);
+- without an index file, the ImageFolder layout ``ROOT/<class>/<image>``: the class is the name
+  of the folder (images anywhere below it; ``.png``, ``.jpg``, ``.jpeg``).
+
+Class names are strings; class ids are their positions in the sorted list of all names, so the
+same files give the same ids. The split is by class (zero-shot, as in the metric-learning
+benchmarks), written in the protocol as exactly one :class:`SplitSpec` rule. Every test class
+needs two images: each test image queries the others, and a class of one has no positive.
+
+The data fingerprint is the manifest hash of :class:`~dmlbench.data.files.ImageSource`
+(relative paths, sizes, labels, roles); the split rule is in the protocol's hash, the root in
+neither (the same data moved elsewhere is the same data).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from dmlbench.data.files import Entry, require_file
+from dmlbench.errors import DataError, did_you_mean
+from dmlbench.protocol import Bool, Float, FrozenModel, Int
+
+COLUMNS = ("path", "label", "split", "group")
+SPLITS = ("train", "test")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+class SplitSpec(FrozenModel):
+    """Which classes are test classes: exactly one rule.
+
+    Attributes:
+        test_fraction: the fraction of classes in test, drawn with ``seed``: the sorted class
+            names are permuted by ``numpy.random.default_rng(seed).permutation`` and the first
+            ``round(test_fraction * n)`` (at least 1, at most n - 1) are the test classes.
+        seed: the seed of ``test_fraction`` (ignored by the other rules).
+        test_classes: the class names in test; every other class trains.
+        test_groups: the groups (index column ``group``) whose classes are in test.
+        column: read each image's side from the index column ``split``.
+    """
+
+    test_fraction: Float | None = Field(default=None, gt=0, lt=1)
+    seed: Int = 0
+    test_classes: tuple[str, ...] | None = Field(default=None, min_length=1)
+    test_groups: tuple[str, ...] | None = Field(default=None, min_length=1)
+    column: Bool = False
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> SplitSpec:
+        given = [r for r in ("test_fraction", "test_classes", "test_groups") if getattr(self, r)]
+        given += ["column"] if self.column else []
+        if len(given) != 1:
+            rules = "test_fraction (+ seed), test_classes, test_groups or column: true"
+            got = f"got {' and '.join(given)}" if given else "got none"
+            raise ValueError(f"give exactly one split rule: {rules} ({got})")
+        return self
+
+
+@dataclass(frozen=True)
+class Row:
+    """One image of the index before the split: where it was read (for messages)."""
+
+    path: str
+    label: str
+    split: str
+    group: str
+    where: str  # "FILE:LINE", or the class folder of the ImageFolder layout
+
+
+def index_entries(root: Path, split: SplitSpec, index: str = "index.csv") -> list[Entry]:
+    """The manifest of a bring-your-own root: its images, class ids and train/test roles.
+
+    ``root / index`` is read when it exists; otherwise, for the default ``index.csv`` only, the
+    ImageFolder layout. Every image must exist (checked here, so the message names the index
+    line). Class ids are positions in the sorted class names.
+
+    Raises:
+        DataError: one line naming the file and line (or the folder, or the split rule) for a
+            bad header or row, a path outside the root, a missing image, an unknown class or
+            group, a class on both sides, a test class with fewer than two images, or an
+            empty side.
+    """
+    index_path = root / index
+    if index_path.is_file() or index != "index.csv":
+        rows = read_index(root, require_file(index_path))
+        source = str(index_path)
+    else:
+        rows = image_folder(root)
+        source = f"{root} (one folder per class, no {index})"
+    sides = assign(rows, split, source)
+    names = sorted({r.label for r in rows})
+    ids = {name: i for i, name in enumerate(names)}
+    entries = [Entry(r.path, ids[r.label], sides[r.label]) for r in rows]
+    check_test_sizes(rows, sides, source)
+    return entries
+
+
+def read_index(root: Path, path: Path) -> list[Row]:
+    """The rows of an index CSV, each checked (columns, values, path inside root, file)."""
+    rows: list[Row] = []
+    seen: dict[str, int] = {}
+    lines = csv_lines(path)
+    try:
+        at, header = next(lines)
+    except StopIteration:
+        raise DataError(
+            f"{path}: empty; expected the header line path,label[,split][,group]"
+        ) from None
+    header = [h.strip() for h in header]
+    if "path" not in header or "label" not in header:
+        raise DataError(
+            f"{path}:{at}: the header line must name the columns path and label "
+            f"(path,label[,split][,group]), got {','.join(header)!r}"
+        )
+    for name in header:
+        if name not in COLUMNS or header.count(name) > 1:
+            problem = "repeated" if name in COLUMNS else f"unknown{did_you_mean(name, [*COLUMNS])}"
+            raise DataError(f"{path}:{at}: column {name!r} is {problem}; columns: {COLUMNS}")
+    for at, cells in lines:
+        if len(cells) != len(header):
+            raise DataError(f"{path}:{at}: expected {len(header)} fields, got {len(cells)}")
+        row = dict(zip(header, (c.strip() for c in cells), strict=True))
+        where = f"{path}:{at}"
+        for key in ("path", "label"):
+            if not row[key]:
+                raise DataError(f"{where}: empty {key}")
+        if row.get("split", "") not in ("", *SPLITS):
+            raise DataError(f"{where}: split {row['split']!r} is neither train nor test")
+        check_path(root, row["path"], where)
+        if row["path"] in seen:
+            raise DataError(f"{where}: {row['path']} is listed twice (line {seen[row['path']]})")
+        seen[row["path"]] = at
+        rows.append(
+            Row(row["path"], row["label"], row.get("split", ""), row.get("group", ""), where)
+        )
+    if not rows:
+        raise DataError(f"{path}: lists no images")
+    return rows
+
+
+def csv_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, cells)`` of the non-blank lines of a CSV file (a BOM is allowed)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        at = path.read_bytes()[: err.start].count(b"\n") + 1
+        raise DataError(f"{path}:{at}: not UTF-8 text") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read the index file ({err.strerror})") from None
+    reader = csv.reader(text.splitlines())
+    try:
+        for cells in reader:
+            if any(c.strip() for c in cells):
+                yield reader.line_num, cells
+    except csv.Error as err:
+        raise DataError(f"{path}:{reader.line_num}: not CSV ({err})") from None
+
+
+def check_path(root: Path, rel: str, where: str) -> None:
+    """Refuse a path that leaves the root (checked lexically) or names no file."""
+    norm = os.path.normpath(rel)
+    if os.path.isabs(rel) or norm == ".." or norm.startswith(("../", "..\\")):
+        raise DataError(f"{where}: path {rel!r} is outside the data root; refused")
+    if not (root / rel).is_file():
+        raise DataError(f"{where}: image {root / rel} not found")
+
+
+def image_folder(root: Path) -> list[Row]:
+    """The rows of the ImageFolder layout: one folder per class, images anywhere below it."""
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise DataError(
+            f"{root}: no index.csv and no class folders; put images in ROOT/<class>/ or list "
+            "them in ROOT/index.csv (path,label[,split][,group])"
+        )
+    rows = []
+    for folder in classes:
+        files = sorted(
+            p
+            for p in folder.rglob("*")
+            if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() and not p.name.startswith(".")
+        )
+        if not files:
+            raise DataError(f"{folder}: class folder holds no image ({', '.join(IMAGE_SUFFIXES)})")
+        for f in files:
+            rows.append(Row(f.relative_to(root).as_posix(), folder.name, "", "", str(folder)))
+    return rows
+
+
+def assign(rows: list[Row], split: SplitSpec, source: str) -> dict[str, str]:
+    """Each class name's side (``train`` or ``test``) under the split rule."""
+    names = sorted({r.label for r in rows})
+    if split.test_fraction is not None:
+        if len(names) < 2:
+            raise DataError(f"{source}: {len(names)} class; a split by class needs at least two")
+        n_test = min(max(1, round(split.test_fraction * len(names))), len(names) - 1)
+        test = set(np.random.default_rng(split.seed).permutation(names)[:n_test].tolist())
+    elif split.test_classes is not None:
+        for name in split.test_classes:
+            if name not in names:
+                raise DataError(
+                    f"split.test_classes: class {name!r} is not in {source}"
+                    f"{did_you_mean(name, names)} ({len(names)} classes)"
+                )
+        test = set(split.test_classes)
+    elif split.test_groups is not None:
+        test = test_by_group(rows, split.test_groups, source)
+    else:
+        test = test_by_column(rows, source)
+    sides = {name: "test" if name in test else "train" for name in names}
+    for side in SPLITS:
+        if side not in sides.values():
+            raise DataError(f"{source}: the split rule leaves no {side} class")
+    return sides
+
+
+def test_by_group(rows: list[Row], groups: tuple[str, ...], source: str) -> set[str]:
+    """The classes whose group is in ``groups``; each class must have one, and one only."""
+    if not any(r.group for r in rows):
+        raise DataError(f"split.test_groups: {source} has no group column")
+    group_of: dict[str, Row] = {}
+    for r in rows:
+        if not r.group:
+            raise DataError(f"{r.where}: empty group (split.test_groups reads the group column)")
+        first = group_of.setdefault(r.label, r)
+        if first.group != r.group:
+            raise DataError(
+                f"{r.where}: class {r.label!r} is in group {r.group!r} here and "
+                f"{first.group!r} at {first.where}; a class has one group"
+            )
+    known = sorted({r.group for r in group_of.values()})
+    for g in groups:
+        if g not in known:
+            raise DataError(
+                f"split.test_groups: group {g!r} is not in {source}{did_you_mean(g, known)} "
+                f"(groups: {', '.join(known)})"
+            )
+    return {name for name, r in group_of.items() if r.group in groups}
+
+
+def test_by_column(rows: list[Row], source: str) -> set[str]:
+    """The classes the ``split`` column puts in test; a class on both sides is an error."""
+    if not any(r.split for r in rows):
+        raise DataError(f"split.column: {source} has no split column")
+    side_of: dict[str, Row] = {}
+    for r in rows:
+        if not r.split:
+            raise DataError(f"{r.where}: empty split (split.column reads the split column)")
+        first = side_of.setdefault(r.label, r)
+        if first.split != r.split:
+            raise DataError(
+                f"{r.where}: class {r.label!r} is in {r.split} here and in {first.split} at "
+                f"{first.where}; the split is by class"
+            )
+    return {name for name, r in side_of.items() if r.split == "test"}
+
+
+def check_test_sizes(rows: list[Row], sides: dict[str, str], source: str) -> None:
+    """Every test class has two images or more: a query needs a positive among the others."""
+    counts = Counter(r.label for r in rows)
+    for r in rows:
+        if sides[r.label] == "test" and counts[r.label] < 2:
+            raise DataError(
+                f"{r.where}: test class {r.label!r} has 1 image, so it cannot be a query with a "
+                "positive; add images or keep the class in train"
+            )
