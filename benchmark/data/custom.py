@@ -25,15 +25,19 @@ import csv
 import os
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from dmlbench.data.files import Entry, require_file
+from dmlbench.data.base import DATASETS, DataSplits
+from dmlbench.data.cache import image_size, resized_shape
+from dmlbench.data.files import Entry, ImageSource, require_file, require_root
+from dmlbench.data.transforms import output_size
 from dmlbench.errors import DataError, did_you_mean
-from dmlbench.protocol import Bool, Float, FrozenModel, Int
+from dmlbench.protocol import Bool, Float, FrozenModel, ImagesSpec, Int, TransformSpec
 
 COLUMNS = ("path", "label", "split", "group")
 SPLITS = ("train", "test")
@@ -68,6 +72,59 @@ class SplitSpec(FrozenModel):
             got = f"got {' and '.join(given)}" if given else "got none"
             raise ValueError(f"give exactly one split rule: {rules} ({got})")
         return self
+
+
+class CustomImagesParams(FrozenModel):
+    """``data.params`` of ``images``: the index file (relative to the root) and the split."""
+
+    index: str = "index.csv"
+    split: SplitSpec
+
+
+@DATASETS.register("images")
+class CustomImages(ImageSource):
+    """Your own class-labelled images (see the module docstring for the layouts)."""
+
+    Params = CustomImagesParams
+    name = "images"
+    description = "your own images: ROOT/<class>/ folders or ROOT/index.csv, split by class"
+    images: ImagesSpec | None  # set by ImageSource.__init__; declared for the override below
+
+    def entries(self, params: CustomImagesParams, root: Path) -> list[Entry]:
+        return index_entries(root, params.split, params.index)
+
+    def load(self, params: CustomImagesParams, root: Path | None, cache_dir: Path) -> DataSplits:
+        """:meth:`ImageSource.load`, also for pipelines without a crop when every image has
+        the same square size after ``resize`` (icons, emoji, your thumbnails): batches need
+        one size, and the shipped sets, whose photos vary, need a crop to get one."""
+        specs = self.images
+        if specs is not None and None in (output_size(specs.train), output_size(specs.test)):
+            at = require_root(self.name, root)
+            files = [at / e.path for e in self.entries(params, at)]
+            self.images = ImagesSpec(
+                train=square(specs.train, files, f"{self.name}: images.train"),
+                test=square(specs.test, files, f"{self.name}: images.test"),
+            )
+        return super().load(params, root, cache_dir)
+
+
+def square(spec: TransformSpec, files: list[Path], where: str) -> TransformSpec:
+    """``spec``, with a no-op ``center_crop`` when it has no crop and every image of ``files``
+    is N×N after its ``resize``; else an error naming two images of different sizes."""
+    if output_size(spec) is not None:
+        return spec
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        shapes = [resized_shape(w, h, spec.resize) for w, h in pool.map(image_size, files)]
+    odd = next((i for i, s in enumerate(shapes) if s != shapes[0] or s[0] != s[1]), None)
+    if odd is None:
+        return spec.model_copy(update={"center_crop": shapes[0][0]})
+    (h0, w0), (h, w) = shapes[0], shapes[odd]
+    raise DataError(
+        f"{where}: without a crop every image must be one square size after resize, but "
+        f"{files[odd]} is {w}x{h}"
+        + ("" if odd == 0 else f" and {files[0]} is {w0}x{h0}")
+        + "; add center_crop (or random_crop, random_resized_crop)"
+    )
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def test_split_spec_needs_exactly_one_valid_rule(kwargs: dict) -> None:  # type:
 
 
 def test_split_spec_both_rules_message_names_them() -> None:
-    with pytest.raises(ValidationError, match="exactly one split rule.*test_fraction and column"):
+    with pytest.raises(ValidationError, match=r"exactly one split rule.*test_fraction and column"):
         SplitSpec(test_fraction=0.5, column=True)
 
 
@@ -132,5 +132,5 @@ def test_csv_with_a_custom_index_name(tmp_path: Path) -> None:
     root = make_csv(tmp_path / "d", rows())
     (root / "index.csv").rename(root / "mine.csv")
     assert len(index_entries(root, SplitSpec(test_fraction=0.5), index="mine.csv")) == 12
-    with pytest.raises(DataError, match="other.csv: index file not found"):
+    with pytest.raises(DataError, match=r"other\.csv: index file not found"):
         index_entries(root, SplitSpec(test_fraction=0.5), index="other.csv")
