@@ -6,9 +6,17 @@ import argparse
 from pathlib import Path
 
 from dmlbench.data.prepare import SPECS, prepare
+from dmlbench.errors import DataError
+
+# Rendered from installed packages, not downloaded: prepared into --root, or the cache.
+RENDERED = {"icons": "dmlbench.data.icons"}
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    if args.name in RENDERED:
+        return prepare_rendered(args.name, args.root)
+    if args.root is None:
+        raise DataError(f"{args.name}: --root DIR is required (the protocol's data.root)")
     return prepare(
         args.name,
         Path(args.root).expanduser(),
@@ -19,10 +27,28 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     )
 
 
+def prepare_rendered(name: str, root: str | None) -> int:
+    """Render a set from installed packages into ``root``, or under the cache (first use)."""
+    import importlib
+    import time
+
+    from dmlbench.data.base import cache_dir
+
+    module = importlib.import_module(RENDERED[name])
+    start = time.perf_counter()
+    if root is None:
+        done = module.prepared_root(cache_dir())
+    else:
+        done = module.prepare(Path(root).expanduser())
+    print(f"{name}: {done} ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
 EPILOG = """examples:
   dmlbench data prepare cub200 --root $DMLBENCH_DATA/CUB_200_2011
   dmlbench data prepare cars196 --root $DMLBENCH_DATA/CARS196     # prints where files go
   dmlbench data prepare cub200 --root DIR --url file:///mirror/CUB_200_2011.tgz
+  dmlbench data prepare icons                # renders the icon themes into the cache
 """
 
 
@@ -45,9 +71,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    prep.add_argument("name", choices=sorted(SPECS), help="data set")
+    prep.add_argument("name", choices=sorted([*SPECS, *RENDERED]), help="data set")
     prep.add_argument(
-        "--root", required=True, help="the data set's folder (the protocol's data.root)"
+        "--root",
+        default=None,
+        help="the data set's folder (the protocol's data.root); rendered sets (icons) "
+        "default to the cache",
     )
     prep.add_argument(
         "--url", default=None, help="download from this mirror or file:// URL instead"
