@@ -1,0 +1,339 @@
+"""Across data sets: each method's verdict and rank on every tuned board of one label kind,
+side by side, and how far the boards agree on the order of the methods.
+
+A board answers "which methods are not worse than the best *here*?"
+(:mod:`dmlbench.report.verdicts`). Whether that answer travels is a question about several
+data sets, and three small ones cannot carry the usual answer to it: the Friedman test and its
+Nemenyi critical-difference diagram (Demšar, JMLR 2006) need many data sets, and with 20
+methods on 3 data sets the critical difference is about 17 ranks, so no pair of methods could
+ever be told apart. What three data sets can carry is shown instead:
+
+- per method, its verdict on each board (the board's own verdict, at the board's own margin δ)
+  and its rank there (1 = the best mean of the headline metric; ties share the average rank),
+  side by side, methods run on every board first; a method a board lacks shows "—";
+- per pair of data sets, Kendall τ between the two boards' orders of the methods both have,
+  with a 95% percentile interval from the crossed bootstrap of the verdicts (each replicate
+  resamples each board's seeds and test classes, :func:`~dmlbench.report.verdicts.
+  crossed_replicates`; seeds only where a board has no per-query hits). The two data sets
+  share nothing, so each board draws its replicates from its own random stream. Each
+  replicate re-ranks noisier means than the observed ones, which pulls τ towards 0: an interval
+  above 0 is evidence that the orders agree; one that covers 0 is no evidence that they differ.
+
+Only tuned boards are compared (every data set enters at one budget, an equal search per
+method), and one board per data set (:func:`~dmlbench.report.ranking.one_board_per_data_set`).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dmlbench.records import Record, atomic_write_text
+from dmlbench.report.board import Board, analyse_board, shared_seeds
+from dmlbench.report.plots import is_sweep_point
+from dmlbench.report.query_tests import class_sums
+from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
+from dmlbench.report.results import board_of
+from dmlbench.report.tables import records_frame, render_markdown, to_csv
+from dmlbench.report.titles import DEFAULTS_WORDS, margin_words, rebuilt_protocol
+from dmlbench.report.verdicts import N_BOOT, Replicates, crossed_replicates, seed_replicates
+
+ALPHA = 0.05
+MIN_METHODS = 3  # τ over two methods is ±1 and says nothing
+TARGET_CD = 3.0  # ranks: a gap a reader could act on, for "how many data sets would it take"
+PAPER_DATA = ("cub200", "cars196", "sop", "inshop")
+MISSING = "—"
+STEM = "cross-dataset"
+INTRO = (
+    "Each method's verdict on each data set's tuned board (against the best of the other "
+    "methods on that board, at that board's equivalence margin δ: worse, equivalent, undecided) "
+    "and its rank there (1 = best mean of the headline metric; ties share the average rank), "
+    "methods run on every board first; — where a board lacks the method. Mean rank: over the "
+    "data sets where the method was run. Kendall τ: how far two boards agree on the order of "
+    "the methods both have (1 = the same order, 0 = unrelated, −1 = reversed), with a 95% "
+    "bootstrap interval that resamples each board's seeds and test classes, independently per "
+    "data set; the resampling pulls τ towards 0, so an interval above 0 is evidence that the "
+    "orders agree, and one covering 0 is no evidence that they differ."
+)
+SMALL_DATA = (
+    "This is evidence on small synthetic or locally installed data sets only, not on CUB-200, "
+    "Cars196 or SOP: an order that holds here is a hypothesis for those benchmarks, not a result "
+    "on them."
+)
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """One tuned board as the comparison sees it: the methods' means of the headline metric
+    over their seeds, their verdicts, and replicates of the means for τ's interval (None where
+    nothing can be resampled: one seed and no per-query hits)."""
+
+    name: str
+    protocol_hash: str
+    metric: str
+    higher_is_better: bool
+    means: pd.Series
+    verdicts: pd.Series
+    margin: float
+    replicates: Replicates | None
+
+    @property
+    def ranks(self) -> pd.Series:
+        return self.means.rank(ascending=not self.higher_is_better, method="average")
+
+    @property
+    def label(self) -> str:
+        words = margin_words(self.metric, self.margin)
+        return f"{self.name} ({self.protocol_hash[:8]}, {self.metric}, {words})"
+
+
+def data_set(records: Sequence[Record]) -> DataSet | None:
+    """The :class:`DataSet` of one board's final records (None without a metric to rank)."""
+    board = analyse_board(records_frame(records), records)
+    if board.metric is None or board.scores.empty:
+        return None
+    ref = records[0].protocol
+    means = board.scores.groupby("method")[board.metric].mean()
+    verdicts = board.verdicts["verdict"] if board.verdicts is not None else pd.Series(dtype=str)
+    reps = _replicates(records, board, stream=zlib.crc32(ref.hash.encode()))
+    return DataSet(
+        ref.name, ref.hash, board.metric, board.higher_is_better, means, verdicts, board.margin,
+        reps,
+    )  # fmt: skip
+
+
+def _replicates(records: Sequence[Record], board: Board, stream: int) -> Replicates | None:
+    """The board's bootstrap means as its verdicts resample them (seeds and test classes
+    crossed, else seeds only), drawn from ``stream``: a data set's own random stream."""
+    assert board.metric is not None
+    methods = tuple(sorted(board.scores["method"].unique()))
+    seeds = shared_seeds(board.scores)
+    sums = class_sums(records, methods, seeds) if board.metric == "recall@1" and seeds else None
+    if sums is not None:
+        return crossed_replicates(methods, *sums, n_boot=N_BOOT, seed=stream)
+    if len(seeds) < 2:
+        return None
+    wide = board.scores.pivot(index="method", columns="seed", values=board.metric)
+    values = wide.loc[list(methods), list(seeds)].to_numpy(dtype=np.float64)
+    return seed_replicates(methods, values, n_boot=N_BOOT, seed=stream)
+
+
+def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall τ-b (ties counted as scipy does); NaN when either side is constant."""
+    return float(stats.kendalltau(a, b).statistic)
+
+
+def agreement(a: DataSet, b: DataSet, alpha: float = ALPHA) -> dict[str, object]:
+    """Kendall τ between two boards' orders of the methods both have, with its percentile
+    interval over paired replicates (the i-th of each board: independent draws, one per
+    data set); NaN where fewer than :data:`MIN_METHODS` are shared or a board has no
+    replicates."""
+    common = sorted(set(a.means.index) & set(b.means.index))
+    row: dict[str, object] = {"first": a.name, "second": b.name, "methods": len(common)}
+    row |= {"tau": np.nan, "tau_lo": np.nan, "tau_hi": np.nan}
+    if len(common) < MIN_METHODS:
+        return row
+    sa, sb = (1.0 if d.higher_is_better else -1.0 for d in (a, b))
+    row["tau"] = kendall_tau(sa * a.means[common].to_numpy(), sb * b.means[common].to_numpy())
+    if a.replicates is None or b.replicates is None:
+        return row
+    boot_a, boot_b = (_columns(d.replicates, common) for d in (a, b))
+    n = min(len(boot_a), len(boot_b))
+    taus = [kendall_tau(x, y) for x, y in zip(sa * boot_a[:n], sb * boot_b[:n], strict=True)]
+    lo, hi = np.nanquantile(np.array(taus), [alpha / 2, 1 - alpha / 2])
+    row["tau_lo"], row["tau_hi"] = float(lo), float(hi)
+    return row
+
+
+def _columns(reps: Replicates, methods: Sequence[str]) -> np.ndarray:
+    return reps.boot[:, [reps.methods.index(m) for m in methods]]
+
+
+def nemenyi_cd(k: int, n: int, alpha: float = ALPHA) -> float:
+    """The Nemenyi critical difference of average ranks, k methods on n data sets (Demšar
+    2006): q_α / √2 · √(k(k+1) / 6n), q_α the studentized range quantile with infinite df."""
+    return _q(k, alpha) * math.sqrt(k * (k + 1) / (6 * n))
+
+
+def data_sets_needed(k: int, cd: float = TARGET_CD, alpha: float = ALPHA) -> int:
+    """The fewest data sets at which the Nemenyi critical difference of k methods is ≤ cd."""
+    return math.ceil(_q(k, alpha) ** 2 * k * (k + 1) / (6 * cd**2))
+
+
+def _q(k: int, alpha: float) -> float:
+    return float(stats.studentized_range.ppf(1 - alpha, k, np.inf)) / math.sqrt(2)
+
+
+def side_by_side(sets: Sequence[DataSet]) -> pd.DataFrame:
+    """Numbers per method: ``data_sets`` (boards that ran it), ``mean_rank``, and per board
+    ``<name>_mean``, ``_rank``, ``_verdict``; methods on every board first, then by mean rank."""
+    ranks = pd.DataFrame({d.name: d.ranks for d in sets})
+    out = pd.DataFrame(
+        {"data_sets": ranks.notna().sum(axis=1).astype(int), "mean_rank": ranks.mean(axis=1)}
+    )
+    for d in sets:
+        out[f"{d.name}_mean"] = d.means
+        out[f"{d.name}_rank"] = d.ranks
+        out[f"{d.name}_verdict"] = d.verdicts.reindex(out.index)
+    out = out.assign(_name=out.index).sort_values(
+        ["data_sets", "mean_rank", "_name"], ascending=[False, True, True]
+    )
+    return out.drop(columns="_name").rename_axis("method")
+
+
+def display_side_by_side(numbers: pd.DataFrame, sets: Sequence[DataSet]) -> pd.DataFrame:
+    """Display strings of :func:`side_by_side`: — where a board lacks the method or did not
+    judge it; the mean rank only when there is more than one data set."""
+    out = pd.DataFrame(index=numbers.index)
+    for d in sets:
+        ran = numbers[f"{d.name}_rank"].notna()
+        verdict = numbers[f"{d.name}_verdict"]
+        out[f"{d.name} verdict"] = [str(v) if r and pd.notna(v) else MISSING
+                                    for v, r in zip(verdict, ran, strict=True)]  # fmt: skip
+        out[f"{d.name} rank"] = [f"{v:g}" if pd.notna(v) else MISSING
+                                 for v in numbers[f"{d.name}_rank"]]  # fmt: skip
+    if len(sets) > 1:
+        out["data sets"] = [str(n) for n in numbers["data_sets"]]
+        out["mean rank"] = [f"{v:.2f}" for v in numbers["mean_rank"]]
+    return out
+
+
+def tuned_boards(records: Iterable[Record]) -> dict[str, tuple[list[DataSet], list[str]]]:
+    """Per label kind present: one tuned board per data set, and a line per board left out.
+
+    Boards are the final records without overrides of one protocol hash, sweep points left
+    out; a board's kind is that of its trained rows (its untrained row stays with it)."""
+    boards: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        if r.stage == "final" and not r.overrides and not is_sweep_point(r.protocol.name):
+            boards[r.protocol.hash].append(r)
+    kinds: dict[str, list[list[Record]]] = defaultdict(list)
+    for board in sorted(boards.values(), key=lambda b: b[0].protocol.name):
+        found = {label_kind(r.method, r.metrics) for r in board} - {None}
+        kind = next((k for k in TRACKS if k in found), None)
+        if kind is not None:
+            kinds[kind].append(board)
+    out = {}
+    for kind in (k for k in TRACKS if k in kinds):
+        tuned = [b for b in kinds[kind] if board_of(b[0]) == "tuned"]
+        kept, lines = one_board_per_data_set(r for b in tuned for r in b)
+        ranked = {r.protocol.hash for r in kept}
+        sets = [data_set(b) for b in tuned if b[0].protocol.hash in ranked]
+        lines = [_not_tuned(b) for b in kinds[kind] if board_of(b[0]) != "tuned"] + lines
+        out[kind] = ([d for d in sets if d is not None], lines)
+    return out
+
+
+def _not_tuned(board: Sequence[Record]) -> str:
+    ref = board[0].protocol
+    how = DEFAULTS_WORDS if board_of(board[0]) == "defaults" else "hyper-parameters given"
+    return (
+        f"Not compared: {ref.name} ({ref.hash[:8]}), {how}: only tuned boards are compared "
+        "across data sets, so that every data set enters at one budget."
+    )
+
+
+def _is_paper_data(d: DataSet) -> bool:
+    protocol = rebuilt_protocol(d.name, d.protocol_hash)
+    name = protocol.data.dataset if protocol is not None else d.name
+    return name.startswith(PAPER_DATA)
+
+
+def kind_markdown(kind: str, sets: Sequence[DataSet], lines: Sequence[str]) -> str:
+    """The section of one label kind: which boards, the table, τ per pair, why no CD diagram."""
+    parts = [f"## {TRACKS[kind].capitalize()}"]
+    if not sets:
+        return "\n\n".join([*parts, "No tuned board: nothing to compare.", *lines]) + "\n"
+    names = "; ".join(d.label for d in sets)
+    if len(sets) == 1:
+        parts.append(
+            f"One data set: {names}. Nothing is compared across data sets yet; its verdicts and "
+            "ranks are shown alone."
+        )
+    else:
+        parts.append(f"{len(sets)} data sets: {names}.")
+    if not any(_is_paper_data(d) for d in sets):
+        parts.append(SMALL_DATA)
+    numbers = side_by_side(sets)
+    parts += [render_markdown(display_side_by_side(numbers, sets)), *lines]
+    if len(sets) > 1:
+        pairs = pd.DataFrame([agreement(a, b) for a, b in combinations(sets, 2)])
+        parts.append("Rank agreement (Kendall τ over the methods both boards have):")
+        parts.append(render_markdown(_display_pairs(pairs), index_name="data sets"))
+    k = int((numbers["data_sets"] == len(sets)).sum())
+    parts.append(cd_words(k, len(sets)))
+    return "\n\n".join(parts) + "\n"
+
+
+def cd_words(k: int, n: int) -> str:
+    """Why no critical-difference diagram is drawn for k methods on every one of n boards."""
+    if n < 2 or k < 2:
+        return (
+            "No critical-difference diagram: it compares mean ranks over many data sets, and "
+            f"there {'is one' if n < 2 else f'are {k} methods on every board'}."
+        )
+    cd = nemenyi_cd(k, n)
+    verdict = (
+        "so no two methods' mean ranks could be told apart"
+        if cd > k - 1
+        else "so only mean ranks further apart than that would differ"
+    )
+    return (
+        f"No critical-difference diagram: with {k} methods on every board and {n} data sets "
+        f"the Nemenyi critical difference (α = {ALPHA:g}) is {cd:.1f} ranks, {verdict}; "
+        f"{data_sets_needed(k)} data sets would bring it to {TARGET_CD:g} ranks. The Friedman "
+        "test behind it needs many more data sets than these."
+    )
+
+
+def _display_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
+    def num(v: object) -> str:
+        return MISSING if pd.isna(v) else f"{float(v):+.2f}"  # type: ignore[arg-type]
+
+    out = pd.DataFrame(
+        index=[f"{a} vs {b}" for a, b in zip(pairs["first"], pairs["second"], strict=True)]
+    )
+    out["methods"] = [str(n) for n in pairs["methods"]]
+    out["Kendall τ"] = [num(v) for v in pairs["tau"]]
+    out["95% interval"] = [
+        MISSING if pd.isna(lo) else f"[{num(lo)}, {num(hi)}]"
+        for lo, hi in zip(pairs["tau_lo"], pairs["tau_hi"], strict=True)
+    ]
+    return out
+
+
+def write_cross_report(records: Iterable[Record], out_dir: Path) -> list[Path]:
+    """``cross-dataset.md`` (one section per label kind), ``cross-dataset.csv`` (per method
+    and kind: boards, mean rank, each board's mean, rank and verdict; empty where a board
+    lacks the method) and ``cross-dataset-agreement.csv`` (τ and its interval per pair of
+    data sets); nothing when no final record without overrides names a label kind."""
+    boards = tuned_boards(records)
+    if not boards:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections = [kind_markdown(k, sets, lines) for k, (sets, lines) in boards.items()]
+    md = "\n".join([f"# Across data sets\n\n{INTRO}\n", *sections])
+    tables = [side_by_side(s).assign(label_kind=k) for k, (s, _) in boards.items() if s]
+    pairs = [
+        agreement(a, b) | {"label_kind": k}
+        for k, (s, _) in boards.items()
+        for a, b in combinations(s, 2)
+    ]
+    csv = pd.concat(tables) if tables else pd.DataFrame(columns=["label_kind"])
+    csv = csv[["label_kind", *(c for c in csv.columns if c != "label_kind")]]
+    agree = pd.DataFrame(pairs, columns=["label_kind", "first", "second", "methods", "tau",
+                                         "tau_lo", "tau_hi"])  # fmt: skip
+    paths = [out_dir / f"{STEM}.md", out_dir / f"{STEM}.csv", out_dir / f"{STEM}-agreement.csv"]
+    atomic_write_text(paths[0], md)
+    atomic_write_text(paths[1], to_csv(csv.rename_axis("method")))
+    atomic_write_text(paths[2], agree.to_csv(index=False, na_rep=""))
+    return paths
