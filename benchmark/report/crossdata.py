@@ -29,7 +29,7 @@ import math
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from itertools import combinations
 from pathlib import Path
 
@@ -132,26 +132,35 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(stats.kendalltau(a, b).statistic)
 
 
-def agreement(a: DataSet, b: DataSet, alpha: float = ALPHA) -> dict[str, object]:
-    """Kendall τ between two boards' orders of the methods both have, with its percentile
-    interval over paired replicates (the i-th of each board: independent draws, one per
-    data set); NaN where fewer than :data:`MIN_METHODS` are shared or a board has no
-    replicates."""
+@dataclass(frozen=True)
+class Agreement:
+    """Kendall τ between two boards' orders over the methods both have, and its interval."""
+
+    first: str
+    second: str
+    methods: int
+    tau: float = math.nan
+    tau_lo: float = math.nan
+    tau_hi: float = math.nan
+
+
+def agreement(a: DataSet, b: DataSet, alpha: float = ALPHA) -> Agreement:
+    """τ over the methods both boards have, with its percentile interval over paired
+    replicates (the i-th of each board: independent draws, one stream per data set); NaN
+    where fewer than :data:`MIN_METHODS` are shared, no interval where a board has no
+    replicates. τ of the means is τ of their ranks: only the order of each pair counts."""
     common = sorted(set(a.means.index) & set(b.means.index))
-    row: dict[str, object] = {"first": a.name, "second": b.name, "methods": len(common)}
-    row |= {"tau": np.nan, "tau_lo": np.nan, "tau_hi": np.nan}
     if len(common) < MIN_METHODS:
-        return row
+        return Agreement(a.name, b.name, len(common))
     sa, sb = (1.0 if d.higher_is_better else -1.0 for d in (a, b))
-    row["tau"] = kendall_tau(sa * a.means[common].to_numpy(), sb * b.means[common].to_numpy())
+    tau = kendall_tau(sa * a.means[common].to_numpy(), sb * b.means[common].to_numpy())
     if a.replicates is None or b.replicates is None:
-        return row
+        return Agreement(a.name, b.name, len(common), tau)
     boot_a, boot_b = (_columns(d.replicates, common) for d in (a, b))
     n = min(len(boot_a), len(boot_b))
     taus = [kendall_tau(x, y) for x, y in zip(sa * boot_a[:n], sb * boot_b[:n], strict=True)]
     lo, hi = np.nanquantile(np.array(taus), [alpha / 2, 1 - alpha / 2])
-    row["tau_lo"], row["tau_hi"] = float(lo), float(hi)
-    return row
+    return Agreement(a.name, b.name, len(common), tau, float(lo), float(hi))
 
 
 def _columns(reps: Replicates, methods: Sequence[str]) -> np.ndarray:
@@ -248,7 +257,9 @@ def _is_paper_data(d: DataSet) -> bool:
     return name.startswith(PAPER_DATA)
 
 
-def kind_markdown(kind: str, sets: Sequence[DataSet], lines: Sequence[str]) -> str:
+def kind_markdown(
+    kind: str, sets: Sequence[DataSet], lines: Sequence[str], pairs: Sequence[Agreement]
+) -> str:
     """The section of one label kind: which boards, the table, τ per pair, why no CD diagram."""
     parts = [f"## {TRACKS[kind].capitalize()}"]
     if not sets:
@@ -265,8 +276,7 @@ def kind_markdown(kind: str, sets: Sequence[DataSet], lines: Sequence[str]) -> s
         parts.append(SMALL_DATA)
     numbers = side_by_side(sets)
     parts += [render_markdown(display_side_by_side(numbers, sets)), *lines]
-    if len(sets) > 1:
-        pairs = pd.DataFrame([agreement(a, b) for a, b in combinations(sets, 2)])
+    if pairs:
         parts.append("Rank agreement (Kendall τ over the methods both boards have):")
         parts.append(render_markdown(_display_pairs(pairs), index_name="data sets"))
     k = int((numbers["data_sets"] == len(sets)).sum())
@@ -277,10 +287,8 @@ def kind_markdown(kind: str, sets: Sequence[DataSet], lines: Sequence[str]) -> s
 def cd_words(k: int, n: int) -> str:
     """Why no critical-difference diagram is drawn for k methods on every one of n boards."""
     if n < 2 or k < 2:
-        return (
-            "No critical-difference diagram: it compares mean ranks over many data sets, and "
-            f"there {'is one' if n < 2 else f'are {k} methods on every board'}."
-        )
+        why = "there is one" if n < 2 else "fewer than two methods are on every board"
+        return f"No critical-difference diagram: it compares mean ranks over many data sets; {why}."
     cd = nemenyi_cd(k, n)
     verdict = (
         "so no two methods' mean ranks could be told apart"
@@ -295,20 +303,21 @@ def cd_words(k: int, n: int) -> str:
     )
 
 
-def _display_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
-    def num(v: object) -> str:
-        return MISSING if pd.isna(v) else f"{float(v):+.2f}"  # type: ignore[arg-type]
+def _display_pairs(pairs: Sequence[Agreement]) -> pd.DataFrame:
+    def num(v: float) -> str:
+        return MISSING if math.isnan(v) else f"{v:+.2f}"
 
-    out = pd.DataFrame(
-        index=[f"{a} vs {b}" for a, b in zip(pairs["first"], pairs["second"], strict=True)]
+    return pd.DataFrame(
+        {
+            "methods": [str(p.methods) for p in pairs],
+            "Kendall τ": [num(p.tau) for p in pairs],
+            "95% interval": [
+                MISSING if math.isnan(p.tau_lo) else f"[{num(p.tau_lo)}, {num(p.tau_hi)}]"
+                for p in pairs
+            ],
+        },
+        index=[f"{p.first} vs {p.second}" for p in pairs],
     )
-    out["methods"] = [str(n) for n in pairs["methods"]]
-    out["Kendall τ"] = [num(v) for v in pairs["tau"]]
-    out["95% interval"] = [
-        MISSING if pd.isna(lo) else f"[{num(lo)}, {num(hi)}]"
-        for lo, hi in zip(pairs["tau_lo"], pairs["tau_hi"], strict=True)
-    ]
-    return out
 
 
 def write_cross_report(records: Iterable[Record], out_dir: Path) -> list[Path]:
@@ -320,18 +329,15 @@ def write_cross_report(records: Iterable[Record], out_dir: Path) -> list[Path]:
     if not boards:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    sections = [kind_markdown(k, sets, lines) for k, (sets, lines) in boards.items()]
+    pairs = {k: [agreement(a, b) for a, b in combinations(s, 2)] for k, (s, _) in boards.items()}
+    sections = [kind_markdown(k, s, lines, pairs[k]) for k, (s, lines) in boards.items()]
     md = "\n".join([f"# Across data sets\n\n{INTRO}\n", *sections])
     tables = [side_by_side(s).assign(label_kind=k) for k, (s, _) in boards.items() if s]
-    pairs = [
-        agreement(a, b) | {"label_kind": k}
-        for k, (s, _) in boards.items()
-        for a, b in combinations(s, 2)
-    ]
     csv = pd.concat(tables) if tables else pd.DataFrame(columns=["label_kind"])
     csv = csv[["label_kind", *(c for c in csv.columns if c != "label_kind")]]
-    agree = pd.DataFrame(pairs, columns=["label_kind", "first", "second", "methods", "tau",
-                                         "tau_lo", "tau_hi"])  # fmt: skip
+    columns = ["label_kind", *(f.name for f in fields(Agreement))]
+    rows = [{"label_kind": k, **asdict(p)} for k, ps in pairs.items() for p in ps]
+    agree = pd.DataFrame(rows, columns=columns)
     paths = [out_dir / f"{STEM}.md", out_dir / f"{STEM}.csv", out_dir / f"{STEM}-agreement.csv"]
     atomic_write_text(paths[0], md)
     atomic_write_text(paths[1], to_csv(csv.rename_axis("method")))

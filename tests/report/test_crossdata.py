@@ -39,23 +39,23 @@ def test_hand_computed_tau_for_four_methods() -> None:
     # A: a > b > c > d; B: b > a > c > d. Of the 6 pairs only (a, b) is discordant:
     # τ = (5 − 1) / 6 = 2/3.
     row = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [0.7, 0.9, 0.6, 0.5]))
-    assert row["methods"] == 4
-    assert row["tau"] == pytest.approx(2 / 3)
-    assert (row["tau_lo"], row["tau_hi"]) == pytest.approx((2 / 3, 2 / 3))
+    assert row.methods == 4
+    assert row.tau == pytest.approx(2 / 3)
+    assert (row.tau_lo, row.tau_hi) == pytest.approx((2 / 3, 2 / 3))
     # B ties a and b: 5 concordant, 0 discordant, one tie in B: τ-b = 5 / √(6 · 5).
     tied = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [0.7, 0.7, 0.6, 0.5]))
-    assert tied["tau"] == pytest.approx(5 / math.sqrt(30))
+    assert tied.tau == pytest.approx(5 / math.sqrt(30))
 
 
 def test_lower_is_better_is_ranked_the_other_way() -> None:
     # B's metric is a distance: its order is a < b < c < d, the same as A's.
     row = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [1, 2, 3, 4], higher=False))
-    assert row["tau"] == pytest.approx(1.0)
+    assert row.tau == pytest.approx(1.0)
 
 
 def test_too_few_shared_methods_give_no_tau() -> None:
     row = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [0.9, 0.8]))
-    assert row["methods"] == 2 and np.isnan(float(row["tau"]))  # type: ignore[arg-type]
+    assert row.methods == 2 and np.isnan(row.tau)
 
 
 def simulated(rng: np.random.Generator, true: np.ndarray, noise: float) -> DataSet:
@@ -71,7 +71,7 @@ def simulated(rng: np.random.Generator, true: np.ndarray, noise: float) -> DataS
     )
     sums = rng.binomial(20, p.clip(0.01, 0.99)).astype(float)
     methods = tuple(f"m{i:02d}" for i in range(k))
-    reps = crossed_replicates(methods, sums, np.full(classes, 20.0), 150, int(rng.integers(1e9)))
+    reps = crossed_replicates(methods, sums, np.full(classes, 20.0), 150, int(rng.integers(10**9)))
     return DataSet("sim", "0" * 64, "recall@1", True, pd.Series(reps.means, index=methods),
                    pd.Series(dtype=str), 0.03, reps)  # fmt: skip
 
@@ -80,8 +80,8 @@ def test_identical_true_rankings_agree() -> None:
     rng = np.random.default_rng(0)
     true = np.linspace(0.75, 0.45, 12)  # 12 methods, 2.7 points apart
     row = agreement(simulated(rng, true, 0.005), simulated(rng, true, 0.005))
-    assert float(row["tau"]) > 0.9  # type: ignore[arg-type]
-    assert 0 < float(row["tau_lo"]) <= float(row["tau_hi"]) <= 1  # type: ignore[arg-type]
+    assert row.tau > 0.9
+    assert 0 < row.tau_lo <= row.tau_hi <= 1
 
 
 def unrelated_orders(rng: np.random.Generator, values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -101,7 +101,7 @@ def test_unrelated_rankings_cover_zero() -> None:
     for _ in range(16):
         a, b = unrelated_orders(rng, np.linspace(0.75, 0.45, 12))
         row = agreement(simulated(rng, a, 0.01), simulated(rng, b, 0.01))
-        covered += float(row["tau_lo"]) <= 0 <= float(row["tau_hi"])  # type: ignore[arg-type]
+        covered += row.tau_lo <= 0 <= row.tau_hi
     assert covered >= 14  # a 95% interval (conservative: it leans towards 0)
 
 
