@@ -56,6 +56,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         rows = run_check(
             lb_dir, names, args.method, progress=progress, jobs=jobs, strict=args.strict,
             on_entry=_print_entry, on_note=lambda line: print(line, file=sys.stderr),
+            everything=args.all,
         )  # fmt: skip
         print(format_rows(rows))
         failed = [r for r in rows if not r.ok]
@@ -164,6 +165,12 @@ def add_parser(subparsers: Any) -> None:
         type=_csv,
         default=None,
         help="comma-separated subset of entries, e.g. contrastive,untrained",
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="re-run every entry of every board; by default the boards of the protocols in "
+        "boards.CHECK_SUBSET re-run one entry per loss family (CI's time budget)",
     )
     p.add_argument(
         "--leaderboard-dir",

@@ -119,6 +119,23 @@ DEFAULTS_ONLY: dict[str, str] = {
 }
 
 
+# Entries a plain `dmlbench check` re-runs on the boards of these protocols (base names): one
+# per loss family (pair, triplet, pair weighting, proxy, softmax classification, list-wise AP),
+# so that CI stays within 30 minutes on 2 cores; `dmlbench check --all` re-runs every entry.
+# Protocols not listed are re-run whole. The untrained row is always re-run (it is cheap and
+# it checks the data and the backbone).
+CHECK_SUBSET: dict[str, tuple[str, ...]] = {}
+
+
+def check_entries(name: str, entries: list[str], everything: bool = False) -> list[str]:
+    """The entries of board ``name`` a check re-runs: all with ``everything``, else
+    ``CHECK_SUBSET``'s for its protocol (plus the untrained row) when it has one."""
+    subset = CHECK_SUBSET.get(LEADERBOARD[name].base)
+    if everything or subset is None:
+        return entries
+    return [m for m in entries if m in subset or m == UNTRAINED]
+
+
 def leaderboard_protocol(name: str) -> Any:
     """The protocol of board ``name`` (:meth:`Board.load`)."""
     if name not in LEADERBOARD:

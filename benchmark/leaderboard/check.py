@@ -197,8 +197,12 @@ def run_check(
     jobs: int = 1,
     strict: bool = False,
     on_note: Callable[[str], None] | None = None,
+    everything: bool = False,
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
+
+    Without ``methods``, a board whose protocol has a ``CHECK_SUBSET`` re-runs only that
+    subset unless ``everything`` (``dmlbench check --all``), with a note naming what was left.
 
     Off the portable path the tolerances are the seed noise (uncapped), with a note, unless
     ``strict`` (:func:`off_path` says why).
@@ -225,6 +229,15 @@ def run_check(
         if n not in board:
             raise DmlbenchError(f"{lb_dir}: no leaderboard for {n} (dmlbench check --update)")
     chosen = select_entries(names, methods, {n: sorted(board[n]) for n in names})
+    if methods is None:
+        for n in names:
+            subset = boards.check_entries(n, chosen[n], everything)
+            if len(subset) < len(chosen[n]):
+                note(
+                    f"note: {n}: {len(subset)} of {len(chosen[n])} entries re-run (one per loss "
+                    "family, boards.CHECK_SUBSET); dmlbench check --all re-runs every entry"
+                )
+            chosen[n] = subset
     protocols = {n: boards.leaderboard_protocol(n) for n in names}
     tasks: list[Task] = []
     for n in names:  # refuse before any training
