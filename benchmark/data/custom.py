@@ -151,6 +151,7 @@ def index_entries(root: Path, split: SplitSpec, index: str = "index.csv") -> lis
             group, a class on both sides, a test class with fewer than two images, or an
             empty side.
     """
+    check_path(root, index, "data.params.index", exists=False)
     index_path = root / index
     if index_path.is_file() or index != "index.csv":
         rows = read_index(root, require_file(index_path))
@@ -227,12 +228,13 @@ def csv_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
         raise DataError(f"{path}:{reader.line_num}: not CSV ({err})") from None
 
 
-def check_path(root: Path, rel: str, where: str) -> None:
-    """Refuse a path that leaves the root (checked lexically) or names no file."""
+def check_path(root: Path, rel: str, where: str, exists: bool = True) -> None:
+    """Refuse a path that leaves the root (checked lexically, as
+    :func:`~dmlbench.data.files.check_inside`) or, with ``exists``, names no file."""
     norm = os.path.normpath(rel)
     if os.path.isabs(rel) or norm == ".." or norm.startswith(("../", "..\\")):
         raise DataError(f"{where}: path {rel!r} is outside the data root; refused")
-    if not (root / rel).is_file():
+    if exists and not (root / rel).is_file():
         raise DataError(f"{where}: image {root / rel} not found")
 
 
@@ -244,12 +246,19 @@ def image_folder(root: Path) -> list[Row]:
             f"{root}: no index.csv and no class folders; put images in ROOT/<class>/ or list "
             "them in ROOT/index.csv (path,label[,split][,group])"
         )
+    if len(classes) == 1 and any(p.is_dir() for p in classes[0].iterdir()):
+        raise DataError(
+            f"{root}: one class folder ({classes[0].name}), which holds folders; "
+            f"did you mean --data-root {classes[0]}?"
+        )
     rows = []
     for folder in classes:
         files = sorted(
             p
             for p in folder.rglob("*")
-            if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() and not p.name.startswith(".")
+            if p.suffix.lower() in IMAGE_SUFFIXES
+            and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+            and p.is_file()
         )
         if not files:
             raise DataError(f"{folder}: class folder holds no image ({', '.join(IMAGE_SUFFIXES)})")

@@ -255,6 +255,24 @@ def test_images_without_one_square_size_need_a_crop(tmp_path: Path) -> None:
         load_data(protocol)
 
 
+def test_a_corrupt_image_is_named_before_anything_is_cached(tmp_path: Path) -> None:
+    root = make_folder(tmp_path / "d")
+    (root / "bee" / "1.png").write_bytes(b"not a png")
+    with pytest.raises(DataError, match=r"bee[/\\]1\.png: not a readable image"):
+        load_data(load_protocol(write_protocol(tmp_path, root)))
+
+
+def test_hidden_folders_are_skipped_and_a_root_too_high_is_named(tmp_path: Path) -> None:
+    root = make_folder(tmp_path / "top" / "d")
+    png(root / "ant" / ".ipynb_checkpoints" / "0-checkpoint.png", 1)
+    png(root / ".git" / "x.png", 1)
+    assert len(index_entries(root, FRACTION)) == 18
+    with pytest.raises(DataError, match=r"one class folder \(d\).*did you mean --data-root .*d\?"):
+        index_entries(tmp_path / "top", FRACTION)
+    with pytest.raises(DataError, match=r"data\.params\.index: path '\.\./x\.csv' is outside"):
+        index_entries(root, FRACTION, index="../x.csv")
+
+
 # --- fingerprint, protocol hash, a run end to end ----------------------------------------
 
 PROTOCOL = """\
