@@ -1,26 +1,14 @@
 """Across data sets: each method's verdict and rank on every tuned board of one label kind,
-side by side, and how far the boards agree on the order of the methods.
+side by side, and how far the boards agree on the order of the methods (Kendall τ).
 
-A board answers "which methods are not worse than the best *here*?"
-(:mod:`dmlbench.report.verdicts`). Whether that answer travels is a question about several
-data sets, and three small ones cannot carry the usual answer to it: the Friedman test and its
-Nemenyi critical-difference diagram (Demšar, JMLR 2006) need many data sets, and with 20
-methods on 3 data sets the critical difference is about 17 ranks, so no pair of methods could
-ever be told apart. What three data sets can carry is shown instead:
-
-- per method, its verdict on each board (the board's own verdict, at the board's own margin δ)
-  and its rank there (1 = the best mean of the headline metric; ties share the average rank),
-  side by side, methods run on every board first; a method a board lacks shows "—";
-- per pair of data sets, Kendall τ between the two boards' orders of the methods both have,
-  with a 95% percentile interval from the crossed bootstrap of the verdicts (each replicate
-  resamples each board's seeds and test classes, :func:`~dmlbench.report.verdicts.
-  crossed_replicates`; seeds only where a board has no per-query hits). The two data sets
-  share nothing, so each board draws its replicates from its own random stream. Each
-  replicate re-ranks noisier means than the observed ones, which pulls τ towards 0: an interval
-  above 0 is evidence that the orders agree; one that covers 0 is no evidence that they differ.
-
-Only tuned boards are compared (every data set enters at one budget, an equal search per
-method), and one board per data set (:func:`~dmlbench.report.ranking.one_board_per_data_set`).
+Not the usual answer: the Friedman test and its Nemenyi critical-difference diagram (Demšar,
+JMLR 2006) need many data sets; with 20 methods on 3 the critical difference is about 17 ranks
+(:func:`nemenyi_cd`), so no pair could be told apart. τ's interval comes from the verdicts'
+bootstrap (:mod:`dmlbench.report.verdicts`: seeds and test classes crossed), because a board's
+order is noisy in both and that model already judges each board; the data sets share nothing,
+so each board draws its replicates from its own random stream. Tuned boards only, one per data
+set, so that every data set enters once and at one budget. :data:`INTRO` is what the report
+says each number means.
 """
 
 from __future__ import annotations
@@ -62,7 +50,8 @@ INTRO = (
     "the methods both have (1 = the same order, 0 = unrelated, −1 = reversed), with a 95% "
     "bootstrap interval that resamples each board's seeds and test classes, independently per "
     "data set; the resampling pulls τ towards 0, so an interval above 0 is evidence that the "
-    "orders agree, and one covering 0 is no evidence that they differ."
+    "two boards order the methods alike, and one covering 0 is no evidence that they differ. "
+    "The interval is over each board's noise, not over the choice of data sets."
 )
 SMALL_DATA = (
     "This is evidence on small synthetic or locally installed data sets only, not on CUB-200, "
