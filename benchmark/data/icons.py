@@ -45,7 +45,8 @@ import numpy as np
 from PIL import Image
 
 from dmlbench.data.base import DATASETS, DataSplits
-from dmlbench.data.files import Entry, ImageSource
+from dmlbench.data.custom import CustomImages, SplitSpec, index_entries
+from dmlbench.data.files import Entry
 from dmlbench.errors import DataError
 from dmlbench.protocol import FrozenModel
 
@@ -397,7 +398,7 @@ class IconsParams(FrozenModel):
 
 
 @DATASETS.register("icons")
-class Icons(ImageSource):
+class Icons(CustomImages):
     """Freedesktop icon names across five themes; prepared on first use, split by context."""
 
     Params = IconsParams
@@ -406,8 +407,6 @@ class Icons(ImageSource):
     reads_root = False
 
     def entries(self, params: IconsParams, root: Path) -> list[Entry]:
-        from dmlbench.data.custom import SplitSpec, index_entries
-
         return index_entries(root, SplitSpec(test_groups=params.test_groups))
 
     def load(self, params: IconsParams, root: Path | None, cache_dir: Path) -> DataSplits:
