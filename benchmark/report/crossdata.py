@@ -274,21 +274,30 @@ def kind_markdown(
 
 
 def cd_words(k: int, n: int) -> str:
-    """Why no critical-difference diagram is drawn for k methods on every one of n boards."""
-    if n < 2 or k < 2:
-        why = "there is one" if n < 2 else "fewer than two methods are on every board"
-        return f"No critical-difference diagram: it compares mean ranks over many data sets; {why}."
-    cd = nemenyi_cd(k, n)
+    """Why no critical-difference diagram is drawn for k methods on every one of n boards
+    (with one board: what even three would give)."""
+    if k < 2:
+        return "No critical-difference diagram: fewer than two methods are on every board."
+    cd = nemenyi_cd(k, n if n > 1 else 3)
+    where = (
+        f"with {k} methods on every board and {n} data sets"
+        if n > 1
+        else f"there is one data set, and even with 3 data sets and these {k} methods"
+    )
     verdict = (
         "so no two methods' mean ranks could be told apart"
         if cd > k - 1
         else "so only mean ranks further apart than that would differ"
     )
+    more = (
+        f"; {data_sets_needed(k)} data sets would bring it to {TARGET_CD:g} ranks"
+        if cd > TARGET_CD
+        else ""
+    )
     return (
-        f"No critical-difference diagram: with {k} methods on every board and {n} data sets "
-        f"the Nemenyi critical difference (α = {ALPHA:g}) is {cd:.1f} ranks, {verdict}; "
-        f"{data_sets_needed(k)} data sets would bring it to {TARGET_CD:g} ranks. The Friedman "
-        "test behind it needs many more data sets than these."
+        f"No critical-difference diagram: {where} the Nemenyi critical difference (α = "
+        f"{ALPHA:g}) is {cd:.1f} ranks (of at most {k - 1}), {verdict}{more}. The Friedman "
+        "test behind it needs many more data sets."
     )
 
 

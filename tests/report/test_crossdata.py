@@ -153,7 +153,10 @@ def test_report_side_by_side_with_a_missing_method(
     assert [c.strip() for c in e_row.strip("|").split("|")][3:5] == ["—", "—"]  # beta's cells
     assert rows.index(e_row) == 6  # after the header, separator and the 4 methods on both
     assert "Not compared: alpha@defaults" in md and "small synthetic" in md
-    assert "2 data sets" in md and "Nemenyi critical difference" in md
+    assert "2 data sets" in md
+    # 4 methods on both boards: CD = q_0.05(4, ∞) / √2 · √(4 · 5 / (6 · 2)), q = 3.633
+    cd = 3.633 / math.sqrt(2) * math.sqrt(20 / 12)
+    assert f"Nemenyi critical difference (α = 0.05) is {cd:.1f} ranks (of at most 3)" in md
     csv = pd.read_csv(paths[1], index_col="method")
     assert pd.isna(csv.loc["e", "beta_rank"]) and csv.loc["e", "alpha_rank"] == 1
     assert csv.loc["a", "mean_rank"] == pytest.approx((2 + 2) / 2)
@@ -166,4 +169,5 @@ def test_one_data_set_is_shown_alone(tmp_path: Path) -> None:
     paths = write_cross_report(board("alpha", {"a": 0.9, "b": 0.8, "c": 0.7}), tmp_path)
     md = paths[0].read_text()
     assert "One data set: alpha" in md and "| mean rank" not in md
+    assert "there is one data set, and even with 3 data sets and these 3 methods" in md
     assert len(pd.read_csv(paths[2])) == 0
