@@ -3,12 +3,12 @@ side by side, and how far the boards agree on the order of the methods (Kendall 
 
 Not the usual answer: the Friedman test and its Nemenyi critical-difference diagram (Demšar,
 JMLR 2006) need many data sets; with 20 methods on 3 the critical difference is about 17 ranks
-(:func:`nemenyi_cd`), so no pair could be told apart. τ's interval comes from the verdicts'
-bootstrap (:mod:`dmlbench.report.verdicts`: seeds and test classes crossed), because a board's
-order is noisy in both and that model already judges each board; the data sets share nothing,
-so each board draws its replicates from its own random stream. Tuned boards only, one per data
-set, so that every data set enters once and at one budget. :data:`INTRO` is what the report
-says each number means.
+of at most 19 (:func:`nemenyi_cd`), so hardly a pair could be told apart. τ's interval comes
+from the verdicts' bootstrap (:mod:`dmlbench.report.verdicts`: seeds and test classes crossed),
+because a board's order is noisy in both and that model already judges each board; the data
+sets share nothing, so each board draws its replicates from its own random stream. Tuned
+boards only, one per data set, so that every data set enters once and at one budget.
+:data:`INTRO` is what the report says each number means.
 """
 
 from __future__ import annotations
