@@ -397,7 +397,6 @@ class IconsParams(FrozenModel):
     test_groups: tuple[str, ...] = TEST_GROUPS
 
 
-@DATASETS.register("icons")
 class Icons(CustomImages):
     """Freedesktop icon names across five themes; prepared on first use, split by context."""
 
@@ -418,6 +417,9 @@ class Icons(CustomImages):
         splits.fingerprint = h.hexdigest()
         return splits
 
+
+if __name__ != "__main__":  # run as a script (--figure), the package has registered it already
+    DATASETS.register("icons")(Icons)
 
 FIGURE_CLASSES = (
     "go-next",
@@ -448,8 +450,8 @@ def figure(root: Path, path: Path, classes: tuple[str, ...] = FIGURE_CLASSES) ->
             ax.set_xticks([])
             ax.set_yticks([])
             file = root / "images" / name / f"{theme}.png"
-            if file.is_file():
-                ax.imshow(np.asarray(Image.open(file)))
+            blank = np.full((SIZE, SIZE, 3), BACKGROUND, np.uint8)  # a theme without the name
+            ax.imshow(np.asarray(Image.open(file)) if file.is_file() else blank)
             if i == 0:
                 ax.set_title(theme, fontsize=8)
             if j == 0:
