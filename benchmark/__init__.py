@@ -7,7 +7,9 @@ The public entry points are the command line (``dmlbench --help``) and these fun
 
 ``load_results(path)`` returns every record under a folder as a tidy DataFrame
 (docs/records.md, "Results as data"); ``load_model(record)`` returns the network a final run
-kept (docs/records.md, "Kept models and embeddings"), ready for inference.
+kept (docs/records.md, "Kept models and embeddings"), ready for inference;
+``evaluate_external(protocol, embed_fn, name=..., trained_by=..., trained_on=...)`` scores a
+model of one's own on a protocol's test split (docs/evaluate.md).
 
 They are imported on first use, so ``import dmlbench`` (and ``dmlbench --version``) stays
 cheap; the layout of the package is described in docs/development.md ("Layout").
@@ -31,6 +33,7 @@ _PUBLIC = {
     "RunOptions": "dmlbench.options",
     "load_model": "dmlbench.engine.inference",
     "load_results": "dmlbench.report.results",
+    "evaluate_external": "dmlbench.engine.external",
 }
 __all__ = [*_PUBLIC, "__version__"]
 

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
@@ -34,7 +34,9 @@ SCHEMA_VERSION = 1
 # The method name of the untrained baseline row every seed gets (the randomly initialised
 # network, evaluated like a trained one).
 UNTRAINED = "untrained"
-Stage = Literal["final", "search-trial"]
+# ``external``: embeddings of a model trained elsewhere, scored on a protocol's test split
+# (``dmlbench evaluate``); every table and ranking reads ``final`` records only.
+Stage = Literal["final", "search-trial", "external"]
 
 
 class ProtocolRef(StrictModel):
@@ -109,6 +111,22 @@ class QueryHits(StrictModel):
         return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
 
+class ExternalModel(StrictModel):
+    """Who made the model an ``external`` record scores, and from what.
+
+    The protocol's budget did not train it, so a board shows it apart from the methods and
+    never ranks it; these fields are what a reader needs to judge the number instead.
+    """
+
+    name: str = Field(min_length=1, description="the model's name, the record's method")
+    trained_by: str = Field(min_length=1, description="who trained it (a person, a project)")
+    trained_on: str = Field(min_length=1, description="the data it was trained on")
+    embedding_size: int = Field(ge=1)
+    embeddings_sha256: str | None = Field(
+        None, description="SHA-256 of the scored .npz file; none when a Python callable embedded"
+    )
+
+
 class Record(StrictModel):
     """One run's result. ``overrides`` lists anything that departs from the protocol
     (``--max-steps``, a backbone override): such records can never enter a leaderboard."""
@@ -142,11 +160,20 @@ class Record(StrictModel):
         description="final runs on class labels: Recall@1 hit and class of every scored test "
         "query (paired comparisons over queries); absent for older records",
     )
+    external: ExternalModel | None = Field(
+        None, description="stage external only: the model trained elsewhere that was scored"
+    )
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    @model_validator(mode="after")
+    def _external_iff_stage(self) -> Record:
+        if (self.stage == "external") != (self.external is not None):
+            raise ValueError("an external record, and only one, names its external model")
+        return self
 
     @property
     def leaderboard_eligible(self) -> bool:
-        return not self.overrides
+        return not self.overrides and self.stage != "external"
 
     def filename(self) -> str:
         run = f"trial{self.trial:04d}" if self.trial is not None else f"seed{self.seed}"
@@ -257,10 +284,13 @@ def record_lock(path: Path, enabled: bool = True, wait: bool = False) -> Iterato
 
 def save_record(record: Record, path: Path) -> Path:
     """Write ``record`` atomically. A record that keeps no files is written without the
-    ``artifacts`` key, exactly as before the key existed: the committed leaderboard records do
-    not change, and older readers (``extra="forbid"``) still read it."""
-    exclude = None if record.artifacts else {"artifacts"}
-    atomic_write_text(path, record.model_dump_json(indent=2, exclude=exclude) + "\n")
+    ``artifacts`` key, and one of a run without the ``external`` key, exactly as before the
+    keys existed: the committed leaderboard records do not change, and older readers
+    (``extra="forbid"``) still read them."""
+    exclude = {"artifacts"} if not record.artifacts else set()
+    if record.external is None:
+        exclude.add("external")
+    atomic_write_text(path, record.model_dump_json(indent=2, exclude=exclude or None) + "\n")
     return path
 
 

@@ -21,6 +21,9 @@ def test_the_public_functions_are_importable_from_the_package() -> None:
     from dmlbench.report.results import load_results
 
     assert dmlbench.load_model is load_model and dmlbench.load_results is load_results
+    from dmlbench.engine.external import evaluate_external
+
+    assert dmlbench.evaluate_external is evaluate_external
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         dmlbench.nope  # noqa: B018
 

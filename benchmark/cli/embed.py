@@ -4,6 +4,10 @@
 through the test pipeline, without augmentation); a folder of .jpg/.png files is embedded with
 the protocol's test pipeline and the file names go into the output. The weights are checked
 against the SHA-256 in the record before use.
+
+A split's file also says which split it embeds, in which order, and which model made it
+(:func:`dmlbench.engine.external.order_arrays`, :func:`describe_kept`), so ``dmlbench evaluate``
+scores it as it is: the test split's file of a final run gives that run's metrics again.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 EPILOG_EMBED = """examples:
   dmlbench embed --record results/glyphs-mini/HASH/contrastive-seed0-final.json \\
-      --images test --out test.npz          # the test split again: embeddings, labels
+      --images test --out test.npz          # the test split again, ready for dmlbench evaluate
   dmlbench embed --record R.json --images my_images/ --out mine.npz   # embeddings, files
 """
 SPLITS = ("test", "train")
@@ -26,6 +30,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     from dmlbench.atomic import atomic_savez
     from dmlbench.engine.artifacts import split_arrays
+    from dmlbench.engine.external import order_arrays
     from dmlbench.engine.inference import build_network, folder_split, kept_split, open_kept
     from dmlbench.engine.train import embed, resolve_device
     from dmlbench.errors import DmlbenchError
@@ -42,6 +47,9 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.images in SPLITS:
         split = kept_split(kept, args.images, args.data_root)
         arrays = split_arrays(embed(model, split, device, args.batch_size), split)
+        record = kept.record
+        arrays |= order_arrays(split, record.data_fingerprint, args.images, kept.protocol.name)
+        arrays |= describe_kept(record)
     else:
         split, names = folder_split(kept, Path(args.images))
         arrays = {"embeddings": embed(model, split, device, args.batch_size)}
@@ -50,6 +58,22 @@ def cmd_embed(args: argparse.Namespace) -> int:
     n, d = arrays["embeddings"].shape
     print(f"written: {out} ({n} embeddings of {d} dimensions)", file=sys.stderr)
     return 0
+
+
+def describe_kept(record: Any) -> dict[str, Any]:
+    """What ``dmlbench evaluate`` records of the model by default: the run that trained it."""
+    import numpy as np
+
+    from dmlbench.records import UNTRAINED
+
+    p = record.protocol
+    trained_on = (
+        f"nothing: the initialisation of seed {record.seed} under {p.name}"
+        if record.method == UNTRAINED
+        else f"the training split of {p.name} ({p.hash[:12]}), seed {record.seed}"
+    )
+    fields = {"model_name": record.method, "trained_by": "dmlbench", "trained_on": trained_on}
+    return {k: np.asarray(v) for k, v in fields.items()} | {"seed": np.asarray(record.seed)}
 
 
 def add_parser(subparsers: Any) -> None:

@@ -30,6 +30,7 @@ COMMANDS = (
     "dmlbench.cli.search",
     "dmlbench.cli.check",
     "dmlbench.cli.embed",
+    "dmlbench.cli.evaluate",
 )
 
 # Commands that train, and so can be tracked (--track).

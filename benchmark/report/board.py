@@ -23,6 +23,7 @@ import pandas as pd
 
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text
+from dmlbench.report.external import by_hash, external_markdown, split_external
 from dmlbench.report.query_tests import class_sums
 from dmlbench.report.ranking import LOWER_IS_BETTER, primary_metric
 from dmlbench.report.significance import tau_summary
@@ -291,7 +292,8 @@ def write_reports(
 ) -> list[tuple[str, Path, str]]:
     """Write ``<protocol>-<hash12>.md`` and ``.csv`` per protocol hash (runs with overrides
     apart, ``…-overrides``); the CSV is :func:`~dmlbench.report.tables.numeric_summary` with
-    the verdict numbers (:func:`verdict_numbers`).
+    the verdict numbers (:func:`verdict_numbers`). External records among ``records`` end the
+    Markdown in a section of their own (:mod:`dmlbench.report.external`), outside the CSV.
 
     The title names the board's budget (:func:`~dmlbench.report.titles.board_title`) and,
     where verdicts are printed, their equivalence margin. ``notes`` maps a protocol name to
@@ -301,10 +303,12 @@ def write_reports(
     Returns (title, markdown path, markdown text) per table.
     """
     notes = notes or {}
+    records, external = split_external(records)  # shown apart, never ranked
     check_one_condition(records)  # `dmlbench run` and `sweep` print these tables
     df = records_frame(r for r in records if r.stage == "final")
     if df.empty:
         return []
+    external_of = by_hash(external)
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
@@ -320,6 +324,7 @@ def write_reports(
         title = board_title(group[0].protocol, group, board.margin_words)
         lines = () if overridden else notes.get(name, ())
         md = summary_markdown(title, summary_table(part), board, bool(overridden), lines)
+        md += "" if overridden else external_markdown(external_of.get(str(h), []))
         atomic_write_text(out_dir / f"{stem}.md", md)
         written.append((title, out_dir / f"{stem}.md", md))
     return written

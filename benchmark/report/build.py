@@ -20,6 +20,9 @@ with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
 - ``<stem>-budget.md`` / ``.csv`` — the tuning budget per method (all stages): search trials
   completed and pruned and the epochs the search trained;
 - ``<stem>-confidence.md`` / ``.csv`` — intervals over seeds and queries, and the selection;
+- ``<stem>-external.md`` / ``.csv`` — models trained elsewhere (``dmlbench evaluate``), apart
+  from the board and never ranked (:mod:`dmlbench.report.external`); the board's Markdown
+  ends with the same section and its page's results mark their rows ``section: external``;
 - ``<stem>.html`` — one self-contained page with all of the above and every ``<stem>-*.png``
   found beside it (so plots other commands write there with that stem appear too).
 
@@ -56,6 +59,7 @@ from dmlbench.report.board import analyse_board, display_table, write_reports
 from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
+from dmlbench.report.external import by_hash, split_external, with_external_rows, write_external
 from dmlbench.report.forest import save_forest
 from dmlbench.report.html import Page, render_index, render_page
 from dmlbench.report.latex import render_latex
@@ -118,14 +122,15 @@ def build_reports(
     gets its own files. The rankings use the runs without overrides (all runs, labelled as smoke
     tests, when there are none), one per label kind.
     """
-    records = unique_records(records)
+    records, external = split_external(unique_records(records))
     check_one_condition(records)
     groups: dict[tuple[str, bool], list[Record]] = defaultdict(list)
     for r in records:
         groups[(r.protocol.hash, bool(r.overrides))].append(r)
     finals = [r for g in groups.values() for r in g if r.stage == "final"]
+    external_written = write_external(external, out_dir)
     if not finals:
-        return []
+        return external_written
     notes = notes or {}
     for name in sorted(set(notes) - {r.protocol.name for r in finals}):
         log.warning("notes for %s: no final record of that protocol; not printed", name)
@@ -139,14 +144,18 @@ def build_reports(
     rankings = ranks_by_kind(records_frame(ranked)) if rankable else {}
     smoke = None if eligible or not rankable else RANKING_SMOKE
     pages: list[tuple[Path, Page]] = []
-    written: list[Path] = []
+    written: list[Path] = external_written
+    external_of = by_hash(external)
     forests: list[tuple[str, str]] = []
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
             group, overridden = groups[key], key[1]
             lines = [] if overridden else list(notes.get(group[0].protocol.name, ()))
             own = {} if is_sweep_point(group[0].protocol.name) else rankings
-            paths, page = _one_group(group, overridden, out_dir, published, own, smoke, lines)
+            theirs = [] if overridden else external_of.get(key[0], [])
+            paths, page = _one_group(
+                group, overridden, out_dir, published, own, smoke, lines, theirs
+            )
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
             forests += [
@@ -242,12 +251,13 @@ def _one_group(
     rankings: dict[str, pd.DataFrame],
     ranking_note: str | None,
     board_notes: list[str],
+    external: list[Record],
 ) -> tuple[list[Path], Page]:
     """Every file of one (hash, overrides) group except its HTML page, which is returned;
-    ``board_notes`` are printed under its table."""
+    ``board_notes`` are printed under its table, ``external`` records after it, unranked."""
     finals = [r for r in records if r.stage == "final"]
     ref = finals[0].protocol
-    [(title, md_path, _)] = write_reports(finals, out_dir, {ref.name: board_notes})
+    [(title, md_path, _)] = write_reports([*finals, *external], out_dir, {ref.name: board_notes})
     stem = md_path.stem
     title += " — runs with overrides" if overridden else ""
     written = [md_path, out_dir / f"{stem}.csv"]
@@ -308,7 +318,7 @@ def _one_group(
         protocol=ref.name,
         version=ref.version,
         protocol_hash=ref.hash,
-        results=display_table(table, board),
+        results=with_external_rows(display_table(table, board), external),
         caption=board.caption,
         claims=board.notes,
         comparison=comparison,

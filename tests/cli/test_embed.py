@@ -48,7 +48,10 @@ def test_embed_the_test_split_again(record: Path, tmp_path: Path) -> None:
     assert main(["embed", "--record", str(record), "--images", "test", "--out", str(out)]) == 0
     kept = read_embeddings(load_record(record), record)
     with np.load(out) as npz:
-        assert sorted(npz.files) == ["embeddings", "labels"]
+        order = ["index", "protocol", "split", "split_fingerprint"]  # for dmlbench evaluate
+        model = ["model_name", "seed", "trained_by", "trained_on"]
+        assert sorted(npz.files) == sorted(["embeddings", "labels", *order, *model])
+        assert str(npz["split"]) == "test" and str(npz["model_name"]) == "contrastive"
         assert npz["embeddings"].shape == (320, 64)
         np.testing.assert_allclose(npz["embeddings"], kept["embeddings"], atol=1e-6)
         assert (npz["labels"] == kept["labels"]).all()
