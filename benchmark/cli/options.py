@@ -264,7 +264,8 @@ def search_options(args: argparse.Namespace) -> Any:
 
 
 def add_track_option(parser: argparse.ArgumentParser) -> None:
-    """``--track BACKEND:WHERE``: experiment tracking for ``run``, ``search`` and ``sweep``.
+    """``--track BACKEND:WHERE``: experiment tracking for ``run``, ``search`` and ``sweep``
+    (TensorBoard, MLflow or Weights & Biases).
 
     Declared once here so the three commands accept the same spelling; ``dmlbench``'s main
     opens the tracker around the command (:mod:`dmlbench.engine.tracking`).
@@ -272,10 +273,12 @@ def add_track_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--track",
         default=None,
-        metavar="tensorboard:DIR",
+        metavar="BACKEND:WHERE",
         help="log hyper-parameters, per-epoch loss and validation scores of search trials and "
-        "final runs, and final metrics, as TensorBoard event files under DIR "
-        '(tensorboard --logdir DIR; needs pip install -e ".[track]")',
+        "final runs, and final metrics, one tracked run per record: tensorboard:DIR (event "
+        'files, pip install -e ".[track]"), mlflow:URI (a folder holds an SQLite store, or '
+        'sqlite:///FILE or a server http(s)://HOST; ".[mlflow]") or wandb:PROJECT '
+        '(WANDB_MODE=offline writes runs for wandb sync; ".[wandb]")',
     )
 
 

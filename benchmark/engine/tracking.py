@@ -1,21 +1,31 @@
-"""Experiment tracking: hyper-parameters, per-epoch curves and final metrics in TensorBoard.
+"""Experiment tracking: hyper-parameters, per-epoch curves and final metrics in TensorBoard,
+MLflow or Weights & Biases.
 
 Records under ``results/`` stay the source of truth; a tracker is a window on them that a
-researcher already knows how to browse and compare (``tensorboard --logdir DIR``). Tracking is
-optional and off by default: the engine and the search receive a :class:`Tracker` (or a
-:class:`RunLog` of one run) and never know which backend, if any, is behind it, and nothing a
-tracker does can move a number (it only receives values already computed).
+researcher already knows how to browse and compare. Tracking is optional and off by default:
+the engine and the search receive a :class:`Tracker` (or a :class:`RunLog` of one run) and
+never know which backend, if any, is behind it, and nothing a tracker does can move a number
+(it only receives values already computed).
 
-``--track tensorboard:DIR`` (on ``run``, ``search`` and ``sweep``) activates one for the whole
-command (:func:`activated`); code that was not handed a tracker uses :func:`current`. One
-TensorBoard run (a folder under ``DIR``) per record, named like the record file:
-``<protocol>/<hash12>/<method>-seed0-final`` or ``…/<method>-trial0003-search-trial``.
+``--track BACKEND:WHERE`` (on ``run``, ``search`` and ``sweep``) activates one for the whole
+command (:func:`activated`); code that was not handed a tracker uses :func:`current`:
+
+- ``tensorboard:DIR``: event files under ``DIR`` (``tensorboard --logdir DIR``);
+- ``mlflow:URI``: an MLflow tracking store (:mod:`dmlbench.engine.tracking_mlflow`);
+- ``wandb:PROJECT``: a W&B project, online or offline (:mod:`dmlbench.engine.tracking_wandb`).
+
+One tracked run per record, named like the record file:
+``<protocol>/<hash12>/<method>-seed0-final`` or ``…/<method>-trial0003-search-trial``; the
+MLflow and W&B runs also carry the protocol, its hash and the record's path under the results
+folder (:func:`run_labels`), which TensorBoard shows as the run's folder. The packages are
+optional extras; a missing one is a :class:`MissingTrackerPackage` error naming its install.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +36,18 @@ from dmlbench.errors import DmlbenchError
 if TYPE_CHECKING:
     from dmlbench.records import Record
 
-BACKENDS = ("tensorboard",)
+BACKENDS = ("tensorboard", "mlflow", "wandb")
+SPECS = "tensorboard:DIR, mlflow:URI or wandb:PROJECT"
+
+
+class MissingTrackerPackage(DmlbenchError):
+    """The backend ``--track`` names is not installed (the message names its extra)."""
+
+    def __init__(self, backend: str, package: str, extra: str) -> None:
+        super().__init__(
+            f"--track {backend}: the {package} package is not installed "
+            f'(pip install -e ".[{extra}]")'
+        )
 
 
 class RunLog(Protocol):
@@ -105,17 +126,16 @@ class TensorBoardRun:
         self.writer = SummaryWriter(log_dir=str(folder))
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
-        for key, value in values.items():
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                self.writer.add_scalar(key, float(value), step)
+        for key, value in finite_values(values).items():
+            self.writer.add_scalar(key, value, step)
 
     def hparams(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
         """In the run's own folder (``add_hparams`` would make a timestamped sub-run), with
         each metric also as a scalar, which is where the HParams dashboard reads it."""
         from torch.utils.tensorboard.summary import hparams
 
-        finite = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
-        for summary in hparams({k: _plain(v) for k, v in params.items()}, finite):
+        finite = finite_values(metrics)
+        for summary in hparams({k: plain_value(v) for k, v in params.items()}, finite):
             self.writer._get_file_writer().add_summary(summary)
         for key, value in finite.items():
             self.writer.add_scalar(key, value, 0)
@@ -131,10 +151,7 @@ class TensorBoardTracker:
         try:
             import tensorboard  # noqa: F401  (torch.utils.tensorboard needs it)
         except ImportError:
-            raise DmlbenchError(
-                "--track tensorboard: the tensorboard package is not installed "
-                '(pip install -e ".[track]")'
-            ) from None
+            raise MissingTrackerPackage("tensorboard", "tensorboard", "track") from None
         self.root = root
         self.spec: str | None = f"tensorboard:{root}"
 
@@ -145,26 +162,52 @@ class TensorBoardTracker:
         pass  # every run closes its own writer
 
 
-def _plain(value: Any) -> bool | int | float | str:
+def plain_value(value: Any) -> bool | int | float | str:
     """What the HParams plugin takes: scalars as they are, anything else as JSON text."""
     if isinstance(value, (bool, int, float, str)):
         return value
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def finite_values(values: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers among ``values`` that a chart can show (a failed trial's NaN is left out)."""
+    return {
+        k: float(v)
+        for k, v in values.items()
+        if isinstance(v, numbers.Real) and math.isfinite(float(v))
+    }
+
+
+def run_labels(name: str) -> dict[str, str]:
+    """What a tracked run called ``name`` (``<protocol>/<hash12>/<record stem>``) is found by:
+    its protocol, the protocol's hash (12 digits, as the results folder names it) and its
+    record's path under the results folder."""
+    protocol, _, rest = name.partition("/")
+    digest = rest.partition("/")[0]
+    return {"protocol": protocol, "protocol_hash": digest, "record": f"{name}.json"}
+
+
 def open_tracker(spec: str | None) -> Tracker:
-    """The tracker ``--track`` names (``tensorboard:DIR``); no spec, no tracking.
+    """The tracker ``--track`` names (``tensorboard:DIR``, ``mlflow:URI``, ``wandb:PROJECT``);
+    no spec, no tracking.
 
     Raises:
-        DmlbenchError: an unknown backend, an empty folder or a missing package (one line).
+        DmlbenchError: an unknown backend, an empty destination, a store that cannot be
+            opened or a missing package (one line).
     """
     if not spec:
         return NullTracker()
     backend, sep, where = spec.partition(":")
-    if backend != "tensorboard" or not sep or not where:
-        raise DmlbenchError(
-            f"--track {spec}: expected tensorboard:DIR (backends: {', '.join(BACKENDS)})"
-        )
+    if backend not in BACKENDS or not sep or not where:
+        raise DmlbenchError(f"--track {spec}: expected {SPECS} (backends: {', '.join(BACKENDS)})")
+    if backend == "mlflow":
+        from dmlbench.engine.tracking_mlflow import MlflowTracker
+
+        return MlflowTracker(where)
+    if backend == "wandb":
+        from dmlbench.engine.tracking_wandb import WandbTracker
+
+        return WandbTracker(where)
     root = Path(where)
     if root.exists() and not root.is_dir():
         raise DmlbenchError(f"--track {spec}: {root} is a file, not a folder")

@@ -131,7 +131,11 @@ def replace_force(options: Any) -> Any:
 
 @pytest.mark.parametrize(
     ("spec", "fragment"),
-    [("mlflow:runs", "expected tensorboard:DIR"), ("tensorboard:", "expected tensorboard:DIR")],
+    [
+        ("neptune:runs", "expected tensorboard:DIR, mlflow:URI or wandb:PROJECT"),
+        ("tensorboard:", "expected tensorboard:DIR"),
+        ("mlflow", "backends: tensorboard, mlflow, wandb"),
+    ],
 )
 def test_a_bad_track_spec_is_one_line(spec: str, fragment: str) -> None:
     with pytest.raises(DmlbenchError, match=fragment) as err:
