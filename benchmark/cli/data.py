@@ -9,7 +9,7 @@ from dmlbench.data.prepare import SPECS, prepare
 from dmlbench.errors import DataError
 
 # Rendered from installed packages, not downloaded: prepared into --root, or the cache.
-RENDERED = {"icons": "dmlbench.data.icons"}
+RENDERED = {"emoji": "dmlbench.data.emoji", "icons": "dmlbench.data.icons"}
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -49,6 +49,7 @@ EPILOG = """examples:
   dmlbench data prepare cars196 --root $DMLBENCH_DATA/CARS196     # prints where files go
   dmlbench data prepare cub200 --root DIR --url file:///mirror/CUB_200_2011.tgz
   dmlbench data prepare icons                # renders the icon themes into the cache
+  dmlbench data prepare emoji                # renders the emoji vendors into the cache
 """
 
 
@@ -75,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     prep.add_argument(
         "--root",
         default=None,
-        help="the data set's folder (the protocol's data.root); rendered sets (icons) "
+        help="the data set's folder (the protocol's data.root); rendered sets (emoji, icons) "
         "default to the cache",
     )
     prep.add_argument(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dmlbench.data import cars196 as _cars196  # noqa: F401  (registers "cars196")
 from dmlbench.data import cub200 as _cub200  # noqa: F401  (registers "cub200")
 from dmlbench.data import custom as _custom  # noqa: F401  (registers "images")
+from dmlbench.data import emoji as _emoji  # noqa: F401  (registers "emoji")
 from dmlbench.data import glyphs as _glyphs  # noqa: F401  (registers "glyphs")
 from dmlbench.data import icons as _icons  # noqa: F401  (registers "icons")
 from dmlbench.data import inshop as _inshop  # noqa: F401  (registers "inshop")
