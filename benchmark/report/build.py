@@ -32,9 +32,10 @@ per label kind, sweep points left out (none written when only sweep points are p
 ``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X`` reported beside
 ``X@defaults``, paired over their shared seeds (:mod:`dmlbench.report.defaults`);
 ``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep (``dmlbench sweep``) found; and
-``index.html`` linking every page and forest plot, with the sweep plots, the defaults-vs-tuned
-tables and the rankings. Markdown, LaTeX and HTML are for reading; every CSV holds numbers
-(empty cells where a value does not exist), for reading back with pandas.
+``index.html`` with every page's board (its table, sortable and filterable, beside its forest
+plot, linked to the page), the sweep plots, the defaults-vs-tuned tables and the rankings.
+Markdown, LaTeX and HTML are for reading; every CSV holds numbers (empty cells where a value
+does not exist), for reading back with pandas.
 
 Records are grouped by protocol hash before any table is made, so the refusal to mix hashes in
 one table (:class:`dmlbench.report.tables.MixedProtocolsError`) guards, but is never triggered.
@@ -146,7 +147,6 @@ def build_reports(
     pages: list[tuple[Path, Page]] = []
     written: list[Path] = external_written
     external_of = by_hash(external)
-    forests: list[tuple[str, str]] = []
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
             group, overridden = groups[key], key[1]
@@ -158,11 +158,6 @@ def build_reports(
             )
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
-            forests += [
-                (p.name, f"{page.title}: {p.suffix[1:].upper()}")
-                for p in paths
-                if p.name.endswith(("-forest.png", "-forest.svg"))
-            ]
     stems = [html.stem for html, _ in pages]
     for html, page in pages:  # plots beside the page, except those of a longer stem
         others = [s for s in stems if s != html.stem and s.startswith(html.stem)]
@@ -182,10 +177,11 @@ def build_reports(
     dvt_paths, dvt_tables = write_defaults_vs_tuned(records, out_dir)
     written += dvt_paths
     index = out_dir / "index.html"
-    titles = [(html.name, page.title) for html, page in pages]
+    # a protocol's boards together (with and without overrides), protocols by name
+    boards = sorted(((html.name, page) for html, page in pages), key=lambda b: b[1].protocol)
     shown = {TRACKS[k]: display_ranking(v) for k, v in rankings.items()}
     sweeps = [p.name for p in sweep_pngs] + list(linked_sweeps or [])
-    atomic_write_text(index, render_index(titles, sweeps, shown, forests, dvt_tables, pooled))
+    atomic_write_text(index, render_index(boards, sweeps, shown, dvt_tables, pooled))
     written.append(index)
     return written + (write_rankings(rankings, out_dir, smoke, pooled) if rankable else [])
 

@@ -1,37 +1,50 @@
-"""One self-contained HTML page per protocol hash.
+"""Self-contained HTML: one page per protocol hash, and the index of every board.
 
-The page holds the title, protocol name/version/hash, the results table with what it may claim
+A page holds the title, protocol name/version/hash, the results table with what it may claim
 (seeds, each method's verdict against the best of the others, stability over seeds), the plots
 (bars, forest plot of the verdicts), the reported-vs-reproduced table, the tuning budget and the
-ranking across the data sets of the page's label kind. No external CSS, JavaScript or fonts
-(the style sheet is inline), so the page opens offline and from a file system; plots are
-``<img>`` tags with paths relative to the page (PNG files written beside it). Every text cell is
-HTML-escaped; the Markdown bold of the formatted tables becomes ``<strong>``.
+ranking across the data sets of the page's label kind. The index shows every board's table
+beside its forest plot, the sweeps, the defaults-vs-tuned tables and the rankings.
+
+Tables can be sorted by any column and a board's rows filtered by method name and verdict: a
+reader looking for one method among twenty, or for the methods not worse than the best, should
+not have to read the whole table. The style sheet and the small script doing this live in
+``assets/`` and are inlined, so a page opens offline and from a file system (no CDN, no
+server); plots are ``<img>`` tags with paths relative to the page (PNG files written beside
+it). Without JavaScript the tables are plain tables. Every text cell is HTML-escaped; the
+Markdown bold of the formatted tables becomes ``<strong>``.
+
+Rows of models not trained under the protocol's budget (``section`` = ``external`` in a
+page's results, :mod:`dmlbench.report.external`) are shown in a table of their own under the
+board's, never sorted in among the ranked rows.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from html import escape
+from importlib.resources import files
 
 import pandas as pd
 
 from dmlbench import __version__
+from dmlbench.report.external import EXTERNAL
+from dmlbench.report.external import TEXT as EXTERNAL_TEXT
+from dmlbench.report.external import TITLE as EXTERNAL_TITLE
 
 _BOLD = re.compile(r"^\*\*(.*)\*\*$")
+VERDICT = "verdict"  # the column whose cells get a colour and a filter
+SECTION = "section"  # the results column telling a board's rows from external models' rows
+NOT_JUDGED = "\u2014"  # the verdict cell of a method nothing was judged for (untrained)
+_VERDICT_ORDER = ["worse", "equivalent", "undecided"]
+HOW_TO = (
+    "Click a column header to sort by it (numbers by their mean; click again to reverse); type "
+    "in a board's box to show only the methods whose name contains the text, and untick a "
+    "verdict to hide its methods."
+)
 
-STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem;
-       color: #111; line-height: 1.4; }
-table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
-th, td { padding: 0.25rem 0.6rem; border-bottom: 1px solid #ccc; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
-thead th { border-bottom: 2px solid #111; }
-code { background: #f3f3f3; padding: 0 0.2rem; }
-figure { margin: 1rem 0; } img { max-width: 100%; border: 1px solid #ddd; }
-.note { color: #555; font-size: 0.9rem; }
-"""
 RESULTS_TEXT = "Test-class metrics in % (mld@K in label units, lower is better), {caption}."
 COMPARISON_TEXT = (
     "Published numbers for the same data set and setting ({setting}), in % as printed; ours is "
@@ -81,23 +94,115 @@ CONFIDENCE_TEXT = (
 )
 
 
-def _cell(value: object, tag: str = "td") -> str:
+@cache
+def asset(name: str) -> str:
+    """The text of ``assets/<name>`` (the style sheet and script every page inlines)."""
+    return (files("dmlbench.report") / "assets" / name).read_text(encoding="utf-8")
+
+
+def _cell(value: object, tag: str = "td", verdict: bool = False) -> str:
     text = str(value)
     m = _BOLD.match(text)
-    body = f"<strong>{escape(m.group(1))}</strong>" if m else escape(text)
-    return f"<{tag}>{body}</{tag}>"
+    inner = m.group(1) if m else text
+    mean, sd, spread = inner.partition(" ± ")  # the spread in small print: a narrower table
+    body = escape(mean) + (f'<span class="sd">{sd}{escape(spread)}</span>' if sd else "")
+    body = f"<strong>{body}</strong>" if m else body
+    attrs = ""
+    if verdict:
+        slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "none"
+        attrs = f' class="v-{slug}" data-verdict="{escape(text)}"'
+    return f"<{tag}{attrs}>{body}</{tag}>"
 
 
-def html_table(df: pd.DataFrame, index_name: str | None = "method") -> str:
-    """A plain ``<table>``; the index becomes the first column unless ``index_name`` is None."""
+def html_table(df: pd.DataFrame, index_name: str | None = "method", verdicts: bool = True) -> str:
+    """A ``<table>`` the page's script sorts by a click on a header; the index becomes the
+    first column unless ``index_name`` is None. With ``verdicts``, a ``verdict`` column's cells
+    carry their verdict (``data-verdict``, class ``v-<verdict>``) for colour and filters."""
     head = ([index_name] if index_name is not None else []) + [str(c) for c in df.columns]
-    lines = ["<table>", "<thead><tr>" + "".join(_cell(h, "th") for h in head) + "</tr></thead>"]
+    verdict_at = head.index(VERDICT) if verdicts and VERDICT in head else -1
+    lines = ['<table class="sortable">']
+    lines.append("<thead><tr>" + "".join(_cell(h, "th") for h in head) + "</tr></thead>")
     lines.append("<tbody>")
     for idx, row in zip(df.index, df.values, strict=True):
         cells = ([idx] if index_name is not None else []) + list(row)
-        lines.append("<tr>" + "".join(_cell(c) for c in cells) + "</tr>")
+        tds = (_cell(c, verdict=i == verdict_at) for i, c in enumerate(cells))
+        lines.append("<tr>" + "".join(tds) + "</tr>")
     lines += ["</tbody>", "</table>"]
     return "\n".join(lines)
+
+
+def board_and_external(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The board's rows and the external ones (``section`` column), order kept; the section
+    column goes, and so does each part's columns that are empty throughout it (the verdict
+    columns of external models, the trained-by columns of the board's methods)."""
+    if SECTION not in table.columns:
+        return table, table.iloc[:0]
+    external = (table[SECTION] == EXTERNAL).to_numpy()
+    rows = table.drop(columns=SECTION)
+    return _filled(rows[~external]), _filled(rows[external])
+
+
+def _filled(part: pd.DataFrame) -> pd.DataFrame:
+    return part.loc[:, (part.astype(str) != "").any(axis=0)]
+
+
+def _verdict_filters(table: pd.DataFrame) -> str:
+    if VERDICT not in table.columns:
+        return ""
+    present = [str(v) for v in table[VERDICT].unique()]
+    values = [v for v in _VERDICT_ORDER if v in present]
+    values += sorted(v for v in present if v not in _VERDICT_ORDER)
+    boxes = [
+        f'<label><input type="checkbox" class="verdict-filter" value="{escape(v)}" checked> '
+        f"{escape('not judged' if v == NOT_JUDGED else v)}</label>"
+        for v in values
+    ]
+    return "<span>verdict:</span>" + "".join(boxes)
+
+
+def board_html(
+    title: str,
+    table: pd.DataFrame,
+    texts: list[str],
+    forest: str | None = None,
+    anchor: str | None = None,
+) -> str:
+    """One board: the name filter and verdict boxes, its table in its own scroll box (so a
+    wide table never makes the page scroll sideways) beside its forest plot, the external
+    rows in a table of their own; ``title`` is HTML, ``texts`` the paragraphs under the
+    title."""
+    ranked, external = board_and_external(table)
+    ident = f' id="{escape(anchor)}"' if anchor else ""
+    controls = (
+        '<div class="controls"><label>method: <input type="search" class="method-filter" '
+        'placeholder="filter by name" aria-label="filter methods by name"></label>'
+        f'{_verdict_filters(ranked)}<span class="shown"></span></div>'
+    )
+    tables = [f'<div class="scroll">{html_table(ranked)}</div>']
+    if len(external):
+        tables += [
+            f'<p class="external-caption"><strong>{escape(EXTERNAL_TITLE)}.</strong> '
+            f"{escape(EXTERNAL_TEXT)}</p>",
+            f'<div class="scroll external">{html_table(external, "model", False)}</div>',
+        ]
+    body = [f'<div class="board-tables">{"".join(tables)}</div>']
+    if forest:
+        src = escape(forest)
+        body.append(
+            f'<figure><a href="{src}"><img src="{src}" alt="forest plot: {escape(title)}"></a>'
+            "<figcaption>Difference to the best of the other methods, 95% simultaneous "
+            "interval, ± δ equivalence band.</figcaption></figure>"
+        )
+    return "\n".join(
+        [
+            f'<section class="board"{ident}>',
+            title,
+            *texts,
+            controls,
+            f'<div class="board-body">{"".join(body)}</div>',
+            "</section>",
+        ]
+    )
 
 
 def _section(title: str, *parts: str) -> str:
@@ -109,20 +214,35 @@ def _p(text: str, cls: str | None = None) -> str:
     return f"<p{attr}>{escape(text)}</p>"
 
 
+def _document(title: str, body: str, body_class: str | None = None) -> str:
+    cls = f' class="{body_class}"' if body_class else ""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(title)}</title>\n<style>\n{asset('leaderboard.css')}</style>\n"
+        f"</head>\n<body{cls}>\n{body}\n"
+        f'<p class="note">Generated by dmlbench {escape(__version__)}.</p>\n'
+        f"<script>\n{asset('leaderboard.js')}</script>\n</body>\n</html>\n"
+    )
+
+
 def render_page(page: Page) -> str:
     """The complete HTML document."""
+    results = board_html(
+        "<h2>Results</h2>",
+        page.results,
+        [
+            _p(RESULTS_TEXT.format(caption=page.caption)),
+            *(_p(n) for n in page.claims),
+            *(_p(n, "note") for n in page.notes),
+        ],
+    )
     parts = [
         f"<h1>{escape(page.title)}</h1>",
         f"<p>Protocol <code>{escape(page.protocol)}</code> version {page.version}, "
         f"hash <code>{escape(page.protocol_hash)}</code>. Numbers of different protocol "
         "hashes are never put in one table.</p>",
-        _section(
-            "Results",
-            _p(RESULTS_TEXT.format(caption=page.caption)),
-            html_table(page.results),
-            *(_p(n) for n in page.claims),
-            *(_p(n, "note") for n in page.notes),
-        ),
+        results,
     ]
     if page.confidence is not None and len(page.confidence):
         parts.append(
@@ -133,12 +253,7 @@ def render_page(page: Page) -> str:
             )
         )
     if page.images:
-        figs = [
-            f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
-            f"<figcaption>{escape(src)}</figcaption></figure>"
-            for src in page.images
-        ]
-        parts.append(_section("Plots", *figs))
+        parts.append(_section("Plots", *_figures(page.images)))
     if page.comparison is not None and len(page.comparison):
         parts.append(
             _section(
@@ -170,54 +285,65 @@ def render_page(page: Page) -> str:
         parts.append(
             _section("Ranking across data sets", _p(RANKING_TEXT), *note, *_rankings(page.rankings))
         )
-    body = "\n".join(parts)
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{escape(page.title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        f'{body}\n<p class="note">Generated by dmlbench {escape(__version__)}.</p>\n'
-        "</body>\n</html>\n"
-    )
+    return _document(page.title, "\n".join(parts))
+
+
+def _figures(images: list[str]) -> list[str]:
+    return [
+        f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
+        f"<figcaption>{escape(src)}</figcaption></figure>"
+        for src in images
+    ]
 
 
 def _rankings(rankings: dict[str, pd.DataFrame]) -> list[str]:
     return [f"<h3>{escape(k.capitalize())}</h3>\n{html_table(t)}" for k, t in rankings.items()]
 
 
-def _links(items: list[tuple[str, str]]) -> str:
-    lines = "\n".join(f'<li><a href="{escape(h)}">{escape(t)}</a></li>' for h, t in items)
-    return f"<ul>\n{lines}\n</ul>"
+def _index_board(href: str, page: Page) -> str:
+    """A page's board on the index: its linked title, caption, claims (folded), table and
+    forest plot."""
+    forests = [src for src in page.images if src.endswith("-forest.png")]
+    folded = "".join([*(_p(n) for n in page.claims), *(_p(n, "note") for n in page.notes)])
+    texts = [_p(RESULTS_TEXT.format(caption=page.caption), "note")]
+    if folded:
+        texts.append(f"<details><summary>Reading the verdicts; notes</summary>{folded}</details>")
+    return board_html(
+        f'<h3><a href="{escape(href)}">{escape(page.title)}</a></h3>',
+        page.results,
+        texts,
+        forests[0] if forests else None,
+        anchor=href.removesuffix(".html"),
+    )
 
 
 def render_index(
-    pages: list[tuple[str, str]],
+    pages: list[tuple[str, Page]],
     sweep_images: list[str],
     rankings: dict[str, pd.DataFrame],
-    forest_plots: list[tuple[str, str]] | None = None,
     defaults_vs_tuned: list[tuple[str, pd.DataFrame]] | None = None,
     ranking_notes: list[str] | None = None,
 ) -> str:
-    """``index.html``: a link to every protocol-hash page, every forest plot (``(href,
-    title)``), the sweep plots (which span hashes: one derived protocol per point, so they
-    belong to no single page), the defaults-vs-tuned tables and the rankings, with
-    ``ranking_notes`` (the boards not ranked because their data set is)."""
-    parts = ["<h1>dmlbench reports</h1>", _section("Protocols", _links(pages))]
-    if forest_plots:
-        why = (
-            "Per board: each method's difference to the best of the other methods with its 95% "
-            "simultaneous interval, and the ± δ equivalence band."
-        )
-        parts.append(_section("Forest plots", _p(why), _links(forest_plots)))
+    """``index.html``: every protocol-hash page's board (``(href, page)``: its table, linked
+    to the page, beside its forest plot), the sweep plots (which span hashes: one derived
+    protocol per point, so they belong to no single page), the defaults-vs-tuned tables and
+    the rankings, with ``ranking_notes`` (the boards not ranked because their data set is)."""
+    contents = "\n".join(
+        f'<li><a href="#{escape(href.removesuffix(".html"))}">{escape(page.title)}</a></li>'
+        for href, page in pages
+    )
+    parts = [
+        "<h1>dmlbench reports</h1>",
+        _p(HOW_TO, "note"),
+        f"<nav><ul>\n{contents}\n</ul></nav>",
+        _section("Boards", *(_index_board(href, page) for href, page in pages)),
+    ]
     if sweep_images:
-        figs = [
-            f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
-            f"<figcaption>{escape(src)}</figcaption></figure>"
-            for src in sweep_images
-        ]
         parts.append(
             _section(
                 "Sweeps",
                 _p("One derived protocol (own hash) per point; one line per method."),
-                *figs,
+                *_figures(sweep_images),
             )
         )
     for title, table in defaults_vs_tuned or []:
@@ -227,9 +353,4 @@ def render_index(
         parts.append(
             _section("Ranking across data sets", _p(RANKING_TEXT), *notes, *_rankings(rankings))
         )
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>dmlbench reports</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        + "\n".join(parts)
-        + f'\n<p class="note">Generated by dmlbench {escape(__version__)}.</p>\n</body>\n</html>\n'
-    )
+    return _document("dmlbench reports", "\n".join(parts), "index")

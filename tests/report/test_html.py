@@ -1,14 +1,17 @@
-"""The HTML page: parses, is self-contained, shows the tables, every <img> it references exists."""
+"""The HTML pages: parse, are self-contained (inline style and script, nothing fetched), show
+the tables, every <img> they reference exists; the index shows each board with its filters."""
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 
-from dmlbench.report.html import Page, html_table, render_page
-from tests.report.test_build import built
+from dmlbench.records import ExternalModel, Record
+from dmlbench.report.html import Page, asset, html_table, render_index, render_page
+from tests.report.test_build import built, rec
 
 __all__ = ["built"]  # the module-scoped fixture: one build shared by this file's tests
 
@@ -25,7 +28,7 @@ class PageParser(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        if tag not in {"meta", "img", "br"}:
+        if tag not in {"meta", "img", "br", "input"}:
             self.open.append(tag)
         if tag == "img":
             self.images.append(a["src"] or "")
@@ -33,7 +36,7 @@ class PageParser(HTMLParser):
             self.tables += 1
         elif tag == "h2":
             self._h2 = True
-        elif tag in {"link", "script", "iframe"} or (tag == "style" and "src" in a):
+        elif tag in {"link", "iframe"} or (tag in {"script", "style"} and "src" in a):
             self.external.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
@@ -95,7 +98,7 @@ def test_cells_are_escaped() -> None:
     df = pd.DataFrame({"recall@1": ["<b>x</b>", "**1.0 ± 0.1**"]}, index=["a&b", "c"])
     out = html_table(df)
     assert "&lt;b&gt;x&lt;/b&gt;" in out and "a&amp;b" in out
-    assert "<strong>1.0 ± 0.1</strong>" in out
+    assert '<strong>1.0<span class="sd"> ± 0.1</span></strong>' in out  # spread in small print
     page = Page(
         title="t<script>",
         protocol="p",
@@ -106,17 +109,24 @@ def test_cells_are_escaped() -> None:
         images=["x.png"],
     )
     html = render_page(page)
-    assert "<script>" not in html and "t&lt;script&gt;" in html
+    assert "t<script>" not in html and "<title>t&lt;script&gt;</title>" in html
+
+
+def external_record(name: str, h: str, protocol: str) -> Record:
+    """A model trained elsewhere, scored on ``protocol``'s test split."""
+    model = ExternalModel(name=name, trained_by="x", trained_on="ImageNet-1k", embedding_size=8)
+    fields = rec(name, 0, h, protocol, m={"recall@1": 0.99}).model_dump()
+    return Record.model_validate(fields | {"stage": "external", "external": model})
 
 
 def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
-    import re
-
     from dmlbench.report.build import build_reports
     from dmlbench.report.plots import sweep_name
-    from tests.report.test_build import rec
 
-    records = [rec("a", 0, h="e" * 64, name="glyphs-mini")]
+    records = [
+        rec("a", 0, h="e" * 64, name="glyphs-mini"),
+        external_record("big-net", "e" * 64, "glyphs-mini"),
+    ]
     for i, size in enumerate(["16", "32"]):
         name = sweep_name("glyphs-mini", "model.embedding_size", size)
         records += [rec(m, s, h=str(i) * 64, name=name, m={"recall@1": 0.3 + 0.1 * i + 0.01 * s})
@@ -125,10 +135,116 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     index = tmp_path / "index.html"
     p = parse(index)
     assert p.external == [] and "Sweeps" in p.headings
-    links = re.findall(r'<a href="([^"]+)"', index.read_text())
+    text = index.read_text()
+    links = re.findall(r'<a href="([^"#]+)"', text)
     assert all((tmp_path / href).is_file() for href in links)
-    assert len([h for h in links if h.endswith(".html")]) == 3
-    assert len([h for h in links if "-forest." in h]) == 4  # two sweep points judged, PNG + SVG
+    pages = [h for h in links if h.endswith(".html")]
+    assert len(pages) == 3
+    anchors = re.findall(r'<a href="#([^"]+)"', text)  # the contents: one per board
+    assert sorted(anchors) == sorted(h.removesuffix(".html") for h in pages)
+    assert all(f'id="{a}"' in text for a in anchors)
+    forests = [i for i in p.images if "-forest." in i]
+    assert len(forests) == 2  # two sweep points judged, each board beside its forest plot
     assert not [h for h in links if "-cd." in h]
-    assert p.images == ["sweep-glyphs-mini-model.embedding_size.png"]
-    assert (tmp_path / p.images[0]).read_bytes()[:4] == b"\x89PNG"
+    assert [i for i in p.images if i not in forests] == [
+        "sweep-glyphs-mini-model.embedding_size.png"
+    ]
+    assert all((tmp_path / i).read_bytes()[:4] == b"\x89PNG" for i in p.images)
+    for page in (index, tmp_path / f"glyphs-mini-{'e' * 12}.html"):  # external: own table
+        board = page.read_text().split('<section class="board" id="glyphs-mini-e')[-1]
+        ranked, _, external = board.split("</section>")[0].partition("scroll external")
+        assert "big-net" in external and "ImageNet-1k" in external and "<td>a</td>" in ranked
+        assert "big-net" not in ranked and "<th>section</th>" not in board
+
+
+COLUMNS = ["recall@1", "recall@2", "recall@4", "recall@8", "map@r", "r_precision", "nmi"]
+VERDICT_COLUMNS = ["seeds", "vs best of others (95% CI)", "verdict", "P(rank 1)", "P(top 3)"]
+# method: Recall@1 mean, verdict. gamma's 9.5 sorts above 60.8 as text, not as a number.
+BOARD = {
+    "alpha": (60.8, "worse"),
+    "beta": (72.0, "undecided"),
+    "gamma": (9.5, "worse"),
+    "delta": (71.5, "equivalent"),
+    "epsilon": (55.0, "worse"),
+    "untrained": (12.2, "—"),
+}
+
+
+def synthetic_page(external: bool = True) -> Page:
+    """A 13-column board as build_reports displays it (rows in no particular order), with an
+    external model's row marked as the report's external section marks it."""
+    rows = {}
+    for method, (r1, verdict) in BOARD.items():
+        metrics = [f"{r1 + 2 * i:.1f} ± 1.{i}" for i in range(len(COLUMNS))]
+        judged = verdict != "—"
+        rows[method] = [
+            *metrics,
+            "3",
+            f"{r1 - 72.0:+.1f} [-3.0, +3.0]" if judged else "—",
+            verdict,
+            f"{r1 / 100:.2f}" if judged else "—",
+            "1.00" if judged else "—",
+            "",
+        ]
+    results = pd.DataFrame.from_dict(
+        rows, orient="index", columns=[*COLUMNS, *VERDICT_COLUMNS, "trained_by"]
+    )
+    results.insert(0, "section", "protocol")
+    if external:
+        results.loc["clip-vit"] = ["external", *(["99.0 ± 0.1"] * 7), "1", *[""] * 4, "OpenAI"]
+    return Page(
+        title="glyphs-mini v3, tuned",
+        protocol="glyphs-mini",
+        version=3,
+        protocol_hash="b" * 64,
+        results=results.rename_axis("method"),
+        caption="mean ± std over 3 seeds",
+        images=["glyphs-mini-bbbbbbbbbbbb-bars.png", "glyphs-mini-bbbbbbbbbbbb-forest.png"],
+        claims=["Verdict worse: the interval lies below 0."],
+    )
+
+
+def _rows(table_html: str) -> list[str]:
+    return re.findall(r"<tr><td>([^<]+)</td>", table_html)
+
+
+def test_index_board_is_sortable_filterable_and_keeps_external_models_apart() -> None:
+    html = render_index([("glyphs-mini-bbbbbbbbbbbb.html", synthetic_page())], [], {})
+    board = html[html.index('<section class="board"') : html.index("</section>")]
+    tables = re.findall(r'<table class="sortable">.*?</table>', board, re.S)
+    assert len(tables) == 2  # the board's rows, the external model's rows
+    assert _rows(tables[0]) == list(BOARD) and _rows(tables[1]) == ["clip-vit"]
+    assert "<th>section</th>" not in board and "trained_by" not in tables[0]
+    assert "verdict" not in tables[1] and "OpenAI" in tables[1]
+    boxes = re.findall(r'class="verdict-filter" value="([^"]+)"', board)
+    assert boxes == ["worse", "equivalent", "undecided", "—"]
+    assert 'class="method-filter"' in board and 'id="glyphs-mini-bbbbbbbbbbbb"' in board
+    assert '<td class="v-worse" data-verdict="worse">worse</td>' in tables[0]
+    assert '<td class="v-none" data-verdict="—">—</td>' in tables[0]
+    assert '<img src="glyphs-mini-bbbbbbbbbbbb-forest.png"' in board  # beside the table
+    assert "-bars.png" not in board
+    assert '<a href="glyphs-mini-bbbbbbbbbbbb.html">glyphs-mini v3, tuned</a>' in board
+
+
+def test_style_and_script_are_inline_and_fetch_nothing(tmp_path: Path) -> None:
+    index = tmp_path / "index.html"
+    index.write_text(render_index([("p.html", synthetic_page(False))], [], {}), encoding="utf-8")
+    p = parse(index)
+    assert p.external == []
+    text = index.read_text(encoding="utf-8")
+    assert text.count("<script>") == 1 and text.count("<style>") == 1
+    assert asset("leaderboard.js") in text and asset("leaderboard.css") in text
+    for name in ("leaderboard.js", "leaderboard.css"):
+        assert not re.search(r"https?:|//[a-z]|@import|fetch\(|XMLHttpRequest", asset(name))
+    assert "scroll external" not in text  # no external rows: no empty table for them
+
+
+def test_assets_ship_with_the_package() -> None:
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["setuptools"]
+    globs = data["package-data"]["dmlbench.report"]
+    assets = Path(__file__).resolve().parents[2] / "benchmark" / "report" / "assets"
+    shipped = {p.name for g in globs for p in assets.parent.glob(g)}
+    assert shipped == {p.name for p in assets.iterdir()} == {"leaderboard.js", "leaderboard.css"}

@@ -1,0 +1,108 @@
+// dmlbench report pages: sort any table.sortable by a header click, filter a board's rows by
+// method name and verdict. Inlined by dmlbench.report.html: no library, no network.
+(function () {
+  "use strict";
+
+  var MISSING = ["", "\u2014", "-", "nan"];  // cells without a value ("—") sort last
+
+  function text(cell) {
+    return cell ? cell.textContent.trim() : "";
+  }
+
+  // The leading number of a cell: "60.8 ± 1.3" -> 60.8, "+0.3 [-2.8, +3.3]" -> 0.3.
+  function number(t) {
+    return parseFloat(t.replace(/^\u2212/, "-"));
+  }
+
+  // A column is numeric when every cell with a value starts with a number.
+  function isNumeric(rows, col) {
+    var seen = false;
+    for (var i = 0; i < rows.length; i++) {
+      var t = text(rows[i].cells[col]);
+      if (MISSING.indexOf(t) >= 0) continue;
+      if (isNaN(number(t))) return false;
+      seen = true;
+    }
+    return seen;
+  }
+
+  function compare(a, b, numeric) {
+    if (numeric) return number(a) - number(b);
+    return a.localeCompare(b, undefined, { sensitivity: "base" });
+  }
+
+  // First click: numbers descending (best first where higher is better), text ascending;
+  // a further click on the same header reverses.
+  function sortBy(table, th) {
+    var col = th.cellIndex;
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var numeric = isNumeric(rows, col);
+    var now = th.getAttribute("aria-sort");
+    var ascending = now ? now === "descending" : !numeric;
+    var heads = table.tHead.rows[0].cells;
+    for (var i = 0; i < heads.length; i++) heads[i].removeAttribute("aria-sort");
+    th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+    rows.sort(function (ra, rb) {
+      var a = text(ra.cells[col]), b = text(rb.cells[col]);
+      var ma = MISSING.indexOf(a) >= 0, mb = MISSING.indexOf(b) >= 0;
+      if (ma || mb) return ma - mb;  // missing values last in either order
+      var c = compare(a, b, numeric);
+      return ascending ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+
+  function makeSortable(table) {
+    if (!table.tHead) return;
+    var heads = table.tHead.rows[0].cells;
+    for (var i = 0; i < heads.length; i++) {
+      heads[i].title = "sort by this column (click again to reverse)";
+      heads[i].addEventListener("click", function (ev) {
+        sortBy(table, ev.currentTarget);
+      });
+    }
+  }
+
+  // Show a row when its method contains the typed text and its verdict is ticked
+  // (rows without a verdict cell, e.g. external models, follow the name filter only).
+  function applyFilters(board) {
+    var box = board.querySelector("input.method-filter");
+    var query = box ? box.value.trim().toLowerCase() : "";
+    var ticked = {};
+    var boxes = board.querySelectorAll("input.verdict-filter");
+    for (var i = 0; i < boxes.length; i++) ticked[boxes[i].value] = boxes[i].checked;
+    var rows = board.querySelectorAll("tbody tr");
+    var shown = 0;
+    for (var j = 0; j < rows.length; j++) {
+      var row = rows[j];
+      var name = text(row.cells[0]).toLowerCase();
+      var cell = row.querySelector("td[data-verdict]");
+      var verdictOk = !cell || ticked[cell.getAttribute("data-verdict")] !== false;
+      row.hidden = !(name.indexOf(query) >= 0 && verdictOk);
+      if (!row.hidden) shown++;
+    }
+    var count = board.querySelector(".shown");
+    if (count) count.textContent = shown + " of " + rows.length + " rows shown";
+  }
+
+  function makeFilterable(board) {
+    var inputs = board.querySelectorAll("input.method-filter, input.verdict-filter");
+    for (var i = 0; i < inputs.length; i++) {
+      inputs[i].addEventListener("input", function () { applyFilters(board); });
+      inputs[i].addEventListener("change", function () { applyFilters(board); });
+    }
+    applyFilters(board);
+  }
+
+  function init() {
+    Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
+    Array.prototype.forEach.call(document.querySelectorAll(".board"), makeFilterable);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", init);
+  } else {
+    init();
+  }
+})();

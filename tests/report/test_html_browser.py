@@ -1,0 +1,149 @@
+"""The report's script in a real browser: sort a board by a column, filter it by name and verdict.
+
+Headless Debian chromium driven by Selenium through the system chromedriver, offline (Selenium
+Manager is told not to download a driver). Skipped, with the reason, where either is missing.
+The page is built from a small synthetic board, so the test does not depend on the committed
+leaderboard's numbers.
+
+By hand, a laptop-sized screenshot of any page (how docs/leaderboard-page.png is made)::
+
+    python -m tests.report.test_html_browser reports/leaderboard/index.html docs/leaderboard-page.png
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dmlbench.report.html import render_index
+from tests.report.test_html import BOARD, synthetic_page
+
+LAPTOP = (1366, 768)
+
+
+def browser_paths() -> tuple[str | None, str | None]:
+    """The Debian chromium binary (not its shell launcher) and the system chromedriver."""
+    binary = next(
+        (
+            p
+            for p in ("/usr/lib/chromium/chromium", shutil.which("chromium"))
+            if p and Path(p).is_file()
+        ),
+        shutil.which("chromium-browser") or shutil.which("google-chrome"),
+    )
+    return binary, shutil.which("chromedriver")
+
+
+def start_browser(size: tuple[int, int] = LAPTOP) -> Any:
+    """Headless chromium at ``size`` CSS pixels, with the system driver and no network."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = browser_paths()
+    if binary is None or driver is None:
+        raise RuntimeError(
+            "chromium and chromedriver are needed (apt-get install chromium chromium-driver)"
+        )
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not look for a driver online
+    options = Options()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={size[0]},{size[1]}", "--hide-scrollbars", "--force-device-scale-factor=1"):  # fmt: skip
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+def screenshot(page: Path, png: Path, size: tuple[int, int] = LAPTOP) -> None:
+    """Save a ``size`` screenshot of ``page`` (the top of it, as a laptop shows it)."""
+    browser = start_browser(size)
+    try:
+        browser.get(page.resolve().as_uri())
+        png.parent.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(png))
+    finally:
+        browser.quit()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    pytest.importorskip("selenium", reason="selenium is in the test extra")
+    binary, driver = browser_paths()
+    if binary is None or driver is None:
+        pytest.skip(
+            "chromium or chromedriver not installed (apt-get install chromium chromium-driver)"
+        )
+    b = start_browser()
+    yield b
+    b.quit()
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The index of one synthetic 13-column board with an external model's row."""
+    out = tmp_path_factory.mktemp("browser") / "index.html"
+    out.write_text(render_index([("board.html", synthetic_page())], [], {}), encoding="utf-8")
+    return out
+
+
+BOARD_TABLE = ".board .scroll:not(.external) table"
+EXTERNAL_TABLE = ".board .scroll.external table"
+ROWS = """return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr'))
+    .filter(r => !r.hidden).map(r => Array.from(r.cells, c => c.textContent.trim()));"""
+
+
+def _rows(browser: Any, table: str = BOARD_TABLE) -> list[list[str]]:
+    """The cells of the rows the page shows, in the order shown."""
+    return browser.execute_script(ROWS, table)
+
+
+def _header(browser: Any, name: str) -> tuple[Any, int]:
+    from selenium.webdriver.common.by import By
+
+    heads = browser.find_elements(By.CSS_SELECTOR, f"{BOARD_TABLE} thead th")
+    names = [h.text.strip(" ▲▼") for h in heads]
+    return heads[names.index(name)], names.index(name)
+
+
+def test_sort_by_recall_then_filter_by_name_and_verdict(browser: Any, index: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(index.as_uri())
+    external = _rows(browser, EXTERNAL_TABLE)
+    th, col = _header(browser, "recall@1")
+    th.click()  # numbers: best first, by the mean of "mean ± std"
+    shown = [float(r[col].split("±")[0]) for r in _rows(browser)]
+    means = sorted((r1 for r1, _ in BOARD.values()), reverse=True)
+    assert shown == means and _rows(browser)[0][0] == "beta"
+    th.click()
+    assert [float(r[col].split("±")[0]) for r in _rows(browser)] == means[::-1]
+    assert _rows(browser, EXTERNAL_TABLE) == external  # never sorted in with the board
+
+    box = browser.find_element(By.CSS_SELECTOR, ".board input.method-filter")
+    box.send_keys("gam")
+    assert [r[0] for r in _rows(browser)] == ["gamma"]
+    box.send_keys(Keys.CONTROL, "a", Keys.DELETE)
+    assert len(_rows(browser)) == len(BOARD)
+
+    _, v = _header(browser, "verdict")
+    browser.find_element(By.CSS_SELECTOR, '.board input.verdict-filter[value="worse"]').click()
+    kept = [m for m, (_, verdict) in BOARD.items() if verdict != "worse"]
+    assert sorted(r[0] for r in _rows(browser)) == sorted(kept)
+    assert "worse" not in {r[v] for r in _rows(browser)}
+
+
+def test_a_wide_board_does_not_scroll_the_laptop_page_sideways(browser: Any, index: Path) -> None:
+    browser.get(index.as_uri())
+    width = browser.execute_script("return document.documentElement.scrollWidth")
+    assert width <= browser.execute_script("return window.innerWidth")
+
+
+if __name__ == "__main__":
+    screenshot(Path(sys.argv[1]), Path(sys.argv[2]))
