@@ -157,10 +157,16 @@ def load_tolerances(lb_dir: Path) -> Tolerances | None:
 
 
 def record_checksums(lb_dir: Path, folders: list[str]) -> dict[str, str]:
-    """SHA-256 of every record (``*.json``) under ``folders`` of ``lb_dir``, by relative path."""
+    """SHA-256 of every record (``*.json``) under ``folders`` of ``lb_dir``, by relative path.
+
+    External records (``<model>-seed<N>-external.json``, ``dmlbench evaluate``) are left out:
+    the check neither re-runs nor compares a model trained elsewhere, so one may sit on a
+    board without being taken for a hand-edited run."""
     out = {}
     for folder in sorted(folders):
         for path in sorted((lb_dir / folder).rglob("*.json")):
+            if path.name.endswith("-external.json"):
+                continue
             key = path.relative_to(lb_dir).as_posix()
             out[key] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out

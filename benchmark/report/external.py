@@ -101,7 +101,7 @@ def with_external_rows(results: pd.DataFrame, records: list[Record]) -> pd.DataF
     if not records:
         return results
     board = results.assign(**{s: "" for s in ABOUT})
-    rows = pd.concat([board, external_table(records)]).fillna("")
+    rows = pd.concat([board, external_table(records)]).astype(object).fillna("")
     section = [PROTOCOL] * len(results) + [EXTERNAL] * (len(rows) - len(results))
     rows.insert(0, "section", section)
     return rows

@@ -119,3 +119,23 @@ def test_flags_name_the_model_and_the_report_shows_it_apart(folder: Path, capsys
     numbers = pd.read_csv(reports / f"{stem}-external.csv", index_col="model")
     assert numbers.loc["my-net", "trained_on"] == "ImageNet-1k"
     assert numbers.loc["my-net", "n_seeds"] == 1 and numbers.loc["my-net", "embedding_size"] == 64
+
+
+def test_a_callable_scores_through_the_python_api(folder: Path) -> None:
+    """dmlbench.evaluate_external with the kept network as the callable: its record's metrics;
+    an array-returning callable is taken too, and nothing is written without results_dir."""
+    import dmlbench
+
+    (run,) = (folder / "results").rglob("contrastive-seed0-final-override-*.json")
+    protocol = load_protocol(str(folder / "tiny.yaml"))
+    network = dmlbench.load_model(run)
+    who = {"trained_by": "dmlbench", "trained_on": "glyphs-tiny"}
+    record = dmlbench.evaluate_external(
+        protocol, network, name="kept", **who, results_dir=folder / "api"
+    )
+    assert record.metrics == load_record(run).metrics and record.external is not None
+    assert len(list((folder / "api").rglob("kept-seed0-external.json"))) == 1
+    as_array = dmlbench.evaluate_external(
+        protocol, lambda x: network(x).numpy(), name="kept", **who, results_dir=None
+    )
+    assert as_array.metrics == record.metrics
