@@ -16,6 +16,7 @@ EPILOG_EVALUATE = """examples:
   dmlbench embed --record results/glyphs-mini/HASH/contrastive-seed0-final.json \\
       --images test --out test.npz
   dmlbench evaluate --protocol glyphs-mini --embeddings test.npz   # that run's metrics again
+  dmlbench evaluate --protocol glyphs-mini --no-search --embeddings test.npz   # @defaults board
   dmlbench evaluate --protocol glyphs-mini --embeddings mine.npz \\
       --model-name my-net --trained-by "me" --trained-on "ImageNet-1k"
 """
@@ -28,6 +29,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from dmlbench.report.tables import HIDDEN
 
     protocol = load_protocol(args.protocol)
+    if args.no_search:  # the board `dmlbench run --no-search` writes (<protocol>@defaults)
+        protocol = protocol.with_trials(0)
     path = Path(args.embeddings)
 
     def describe(arrays: dict[str, Any], size: int, sha256: str) -> Any:
@@ -73,6 +76,12 @@ def add_parser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--protocol", required=True, help="shipped protocol name or YAML file")
+    p.add_argument(
+        "--no-search",
+        action="store_true",
+        help="score beside the papers'-defaults board (<protocol>@defaults, as `dmlbench run "
+        "--no-search` writes it); same test split",
+    )
     p.add_argument("--embeddings", required=True, metavar="FILE.npz", help="the embeddings file")
     help_from = "(default: the file's {} array; required without it)"
     p.add_argument(

@@ -33,8 +33,8 @@ from dmlbench.report.tables import (
 TITLE = "External models: not trained under this protocol's budget"
 TEXT = (
     "Models trained elsewhere (their own data, budget and tuning), scored with this protocol's "
-    "metrics on its test split (dmlbench evaluate). Not ranked against the methods above: no "
-    "verdict, no bold, no P(rank)."
+    "metrics on its test split (dmlbench evaluate). Never ranked against the methods trained "
+    "under the protocol: no verdict, no bold, no P(rank)."
 )
 PROTOCOL, EXTERNAL = "protocol", "external"  # the ``section`` of a page's results rows
 ABOUT = ["trained_by", "trained_on", "embedding_size"]
