@@ -65,8 +65,8 @@ def tiny(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[An
     elif name == "mpii-pose":
         root = make_mpii(tmp_path / "data", monkeypatch)
         overrides["data.params.num_queries"] = 3
-    else:
-        overrides |= GENERATED[base]
+    else:  # generated (shrunk) or rendered from installed packages (emoji, icons: as shipped)
+        overrides |= GENERATED.get(base, {})
     derived = protocol.with_overrides(overrides)
     if root is not None:
         derived = small_images(derived)
