@@ -187,11 +187,11 @@ def board_html(
         ]
     body = [f'<div class="board-tables">{"".join(tables)}</div>']
     if forest:
-        src = escape(forest)
+        src, svg = escape(forest), escape(forest.removesuffix(".png") + ".svg")  # both written
         body.append(
-            f'<figure><a href="{src}"><img src="{src}" alt="forest plot: {escape(title)}"></a>'
+            f'<figure><a href="{src}"><img src="{src}" alt="forest plot of the verdicts"></a>'
             "<figcaption>Difference to the best of the other methods, 95% simultaneous "
-            "interval, ± δ equivalence band.</figcaption></figure>"
+            f'interval, ± δ equivalence band (<a href="{svg}">SVG</a>).</figcaption></figure>'
         )
     return "\n".join(
         [

@@ -140,7 +140,10 @@ def test_every_csv_is_numbers_and_the_summary_has_t_intervals(tmp_path: Path) ->
 def test_html_and_latex_bold_the_same_methods(tmp_path: Path) -> None:
     build_reports(board(TIE), tmp_path)
     page = (tmp_path / f"{STEM}.html").read_text(encoding="utf-8")
-    assert page.count("<strong>") == 2 and "<strong>70.4 ± 1.1</strong>" in page
+    assert (
+        page.count("<strong>") == 2
+        and '<strong>70.4<span class="sd"> ± 1.1</span></strong>' in page
+    )
     assert "mean ± std over 5 seeds" in page and "Stability over seeds" in page
     assert "<th>verdict</th>" in page
     tex = (tmp_path / f"{STEM}.tex").read_text(encoding="utf-8")
