@@ -29,3 +29,23 @@ def test_default_methods_beat_untrained(tmp_path) -> None:  # type: ignore[no-un
     assert set(r1) == set(base.methods)
     for method, value in r1.items():
         assert value > untrained + 0.15, f"{method}: {value:.3f} vs untrained {untrained:.3f}"
+
+
+@pytest.mark.parametrize(("name", "margin"), [("emoji-mini", 0.04), ("icons-mini", 0.03)])
+def test_rendered_data_sets_learn(tmp_path, name: str, margin: float) -> None:  # type: ignore[no-untyped-def]
+    """`dmlbench run --protocol NAME --method multi-similarity --seed 0 --no-search` beats the
+    untrained network on the two data sets rendered from installed packages (measured: 19.5
+    vs 11.3 on emoji-mini, 16.6 vs 9.7 on icons-mini; the margins leave room for seed noise,
+    not for a method that does not learn). Until their boards are committed, this is the proof
+    that they train; skipped where the source packages are not installed."""
+    from dmlbench.errors import DataError
+
+    protocol = load_protocol(name).without_search()
+    try:
+        records = run_protocol(
+            protocol, ["multi-similarity"], [0], RunOptions(results_dir=tmp_path, progress=False)
+        )
+    except DataError as err:  # a source package missing: the one line names the install
+        pytest.skip(str(err))
+    r1 = {r.method: r.metrics["recall@1"] for r in records}
+    assert r1["multi-similarity"] > r1["untrained"] + margin, r1
