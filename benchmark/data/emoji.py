@@ -415,9 +415,7 @@ class EmojiImages(CustomImages):
 
     Params = EmojiParams
     name = "emoji"
-    description = (
-        "emoji: one class per emoji, one image per vendor (Twemoji, OpenMoji, Noto, Symbola)"
-    )
+    description = "one class per emoji, one image per vendor (4 vendors), split by Unicode group"
     reads_root = False
 
     def entries(self, params: EmojiParams, root: Path) -> list[Entry]:
@@ -425,7 +423,12 @@ class EmojiImages(CustomImages):
 
     def load(self, params: EmojiParams, root: Path | None, cache_dir: Path) -> DataSplits:
         """The cache's prepared root, loaded as a bring-your-own root; the fingerprint also
-        covers sources.yaml (versions and render settings, not only file sizes)."""
+        covers sources.yaml (versions and render settings, not only file sizes). A flip
+        augmentation is refused: it would turn a class into its mirror image's."""
+        if self.images is not None and self.images.train.hflip > 0:
+            raise DataError(
+                "emoji: images.train.hflip must be 0: mirrored, an arrow or a hand is another emoji"
+            )
         prepared = prepared_root(cache_dir)
         splits = super().load(params, prepared, cache_dir)
         h = hashlib.sha256(splits.fingerprint.encode())
