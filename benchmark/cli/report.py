@@ -113,7 +113,8 @@ def add_parser(subparsers: Any) -> None:
         "per hash a Markdown/CSV/LaTeX table (a verdict per method against the best of the "
         "others; bold: not worse than the best), a bar plot, a forest plot, "
         "reported-vs-reproduced, confidence "
-        "and budget tables and an HTML page, plus ranking.md (one ranking per label kind) and "
+        "and budget tables and an HTML page, plus cross-dataset.md (each method's verdict and "
+        "rank on every tuned board of its label kind, Kendall τ between data sets) and "
         "X-defaults-vs-tuned.md where X and X@defaults are both present; with --format json "
         "only REPORTS_DIR/results.json, one row per record and metric. Sweep points are left out "
         "unless --sweeps is given.",

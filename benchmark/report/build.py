@@ -1,4 +1,5 @@
-"""``dmlbench report``: every report file, per protocol hash, plus rankings across hashes.
+"""``dmlbench report``: every report file, per protocol hash, plus the comparison across data
+sets.
 
 Per protocol hash — and separately for its runs with overrides, as the Markdown tables do —
 with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
@@ -26,14 +27,15 @@ with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
 - ``<stem>.html`` — one self-contained page with all of the above and every ``<stem>-*.png``
   found beside it (so plots other commands write there with that stem appear too).
 
-And ``ranking.md`` / ``.csv``: the average rank of each method across the data sets present
-(one board per data set: :func:`dmlbench.report.ranking.one_board_per_data_set`), one ranking
-per label kind, sweep points left out (none written when only sweep points are present);
-``<X>-defaults-vs-tuned.md`` / ``.csv`` for every protocol ``X`` reported beside
-``X@defaults``, paired over their shared seeds (:mod:`dmlbench.report.defaults`);
-``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep (``dmlbench sweep``) found; and
-``index.html`` with every page's board (its table, sortable and filterable, beside its forest
-plot, linked to the page), the sweep plots, the defaults-vs-tuned tables and the rankings.
+And ``cross-dataset.md`` / ``.csv`` / ``-agreement.csv``: each method's verdict and rank on
+every tuned board of one label kind side by side, and Kendall τ between data sets
+(:mod:`dmlbench.report.crossdata`; runs with overrides and sweep points left out, nothing
+written when no other run is present); ``<X>-defaults-vs-tuned.md`` / ``.csv`` for every
+protocol ``X`` reported beside ``X@defaults``, paired over their shared seeds
+(:mod:`dmlbench.report.defaults`); ``sweep-<protocol>-<key>.png`` / ``.svg`` for every sweep
+(``dmlbench sweep``) found; and ``index.html`` with every page's board (its table, sortable and
+filterable, beside its forest plot, linked to the page), the sweep plots, the
+defaults-vs-tuned tables and the tuned boards side by side, linked to ``cross-dataset.md``.
 Markdown, LaTeX and HTML are for reading; every CSV holds numbers (empty cells where a value
 does not exist), for reading back with pandas.
 
@@ -51,10 +53,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from dmlbench.records import Record, atomic_write_text
+from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
 from dmlbench.report.board import analyse_board, display_table, write_reports
 from dmlbench.report.budget import format_budget, tuning_budget
@@ -62,7 +64,7 @@ from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
 from dmlbench.report.external import by_hash, split_external, with_external_rows, write_external
 from dmlbench.report.forest import save_forest
-from dmlbench.report.html import Page, render_index, render_page
+from dmlbench.report.html import Across, Page, render_index, render_page
 from dmlbench.report.latex import render_latex
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
@@ -72,7 +74,7 @@ from dmlbench.report.published import (
     reported_vs_reproduced,
     setting_for,
 )
-from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set, ranks_by_kind
+from dmlbench.report.ranking import TRACKS, label_kind
 from dmlbench.report.tables import (
     MixedProtocolsError,
     check_one_condition,
@@ -88,18 +90,7 @@ OVERRIDE_NOTE = (
     "Runs with overrides (e.g. --max-steps, --backbone-override): smoke tests, not leaderboard "
     "numbers, and not compared with published numbers (their setting may not be the protocol's)."
 )
-RANKING_TEXT = (
-    "Average rank of each method on each data set's primary metric (1 = best; ties share the "
-    "average rank); Borda = methods ranked minus rank, summed over data sets. One board per "
-    "data set: two boards of one data set (its tuned and @defaults boards) are the same "
-    "evidence twice, so the tuned board is ranked and the other is named below. One ranking "
-    "per label kind: a method is ranked only against methods of its own kind."
-)
 log = logging.getLogger(__name__)
-RANKING_SMOKE = (
-    "No run without overrides yet: this ranking is of smoke-test runs (with overrides), not a "
-    "leaderboard."
-)
 
 
 def build_reports(
@@ -120,8 +111,8 @@ def build_reports(
     printed under the table of runs with overrides.
 
     Records are grouped by (protocol hash, has overrides), like the Markdown tables; each group
-    gets its own files. The rankings use the runs without overrides (all runs, labelled as smoke
-    tests, when there are none), one per label kind.
+    gets its own files. The comparison across data sets reads the tuned boards without
+    overrides, one per data set and label kind; a page shows those of its own kind.
     """
     records, external = split_external(unique_records(records))
     check_one_condition(records)
@@ -137,25 +128,21 @@ def build_reports(
         log.warning("notes for %s: no final record of that protocol; not printed", name)
     out_dir.mkdir(parents=True, exist_ok=True)
     published = load_published(published_dir)
-    # A sweep's points are one experiment, not protocols: ranked as such, 14 points of two
-    # sweeps would outweigh the boards. They get tables and plots, no ranking.
-    rankable = [r for r in finals if not is_sweep_point(r.protocol.name)]
-    eligible = [r for r in rankable if not r.overrides]
-    ranked, pooled = one_board_per_data_set(eligible or rankable)
-    rankings = ranks_by_kind(records_frame(ranked)) if rankable else {}
-    smoke = None if eligible or not rankable else RANKING_SMOKE
+    # (a sweep's points are one experiment, not data sets: tuned_boards leaves them out)
+    tuned = crossdata.tuned_boards(records)
+    written: list[Path] = external_written + crossdata.write_boards(tuned, out_dir)
+    report = f"{crossdata.STEM}.md" if tuned else None
+    across = displayed(tuned)
     pages: list[tuple[Path, Page]] = []
-    written: list[Path] = external_written
     external_of = by_hash(external)
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
             group, overridden = groups[key], key[1]
             lines = [] if overridden else list(notes.get(group[0].protocol.name, ()))
-            own = {} if is_sweep_point(group[0].protocol.name) else rankings
+            own = {} if is_sweep_point(group[0].protocol.name) else across
             theirs = [] if overridden else external_of.get(key[0], [])
-            paths, page = _one_group(
-                group, overridden, out_dir, published, own, smoke, lines, theirs
-            )
+            paths, page = _one_group(group, overridden, out_dir, published, own, lines, theirs)
+            page.across_report = report
             written += paths
             pages.append((out_dir / f"{paths[0].stem}.html", page))
     stems = [html.stem for html, _ in pages]
@@ -179,36 +166,20 @@ def build_reports(
     index = out_dir / "index.html"
     # a protocol's boards together (with and without overrides), protocols by name
     boards = sorted(((html.name, page) for html, page in pages), key=lambda b: b[1].protocol)
-    shown = {TRACKS[k]: display_ranking(v) for k, v in rankings.items()}
     sweeps = [p.name for p in sweep_pngs] + list(linked_sweeps or [])
-    atomic_write_text(index, render_index(boards, sweeps, shown, dvt_tables, pooled))
+    atomic_write_text(index, render_index(boards, sweeps, across, dvt_tables, report))
     written.append(index)
-    return written + (write_rankings(rankings, out_dir, smoke, pooled) if rankable else [])
+    return written
 
 
-def write_rankings(
-    rankings: dict[str, pd.DataFrame],
-    out_dir: Path,
-    smoke: str | None,
-    pooled: Sequence[str] = (),
-) -> list[Path]:
-    """``ranking.md`` (one table per label kind) and ``ranking.csv`` (numbers, ``label_kind``
-    column, empty cells where a method was not run on a data set); ``pooled``: the lines naming
-    the boards left out because another board of their data set is ranked."""
-    note = f"\n\n*{smoke}*" if smoke else ""
-    note += "".join(f"\n\n{line}" for line in pooled)
-    parts = [f"## Ranking across data sets\n\n{RANKING_TEXT}{note}\n"]
-    parts += [
-        f"### {TRACKS[k].capitalize()}\n\n{render_markdown(display_ranking(t))}\n"
-        for k, t in rankings.items()
-    ]
-    frames = [t.assign(label_kind=k) for k, t in rankings.items()]
-    csv = pd.concat(frames) if frames else pd.DataFrame(columns=["label_kind", "average_rank"])
-    csv = csv[["label_kind", *(c for c in csv.columns if c != "label_kind")]]
-    md_path, csv_path = out_dir / "ranking.md", out_dir / "ranking.csv"
-    atomic_write_text(md_path, "\n".join(parts))
-    atomic_write_text(csv_path, to_csv(csv.rename_axis("method")))
-    return [md_path, csv_path]
+def displayed(boards: crossdata.Boards) -> Across:
+    """Per label kind with a tuned board (keyed by its :data:`TRACKS` title): its boards side
+    by side as display strings, and the lines naming the boards left out."""
+    return {
+        TRACKS[k]: (crossdata.display_side_by_side(crossdata.side_by_side(sets), sets), lines)
+        for k, (sets, lines) in boards.items()
+        if sets
+    }
 
 
 def unique_records(records: Iterable[Record]) -> list[Record]:
@@ -244,13 +215,13 @@ def _one_group(
     overridden: bool,
     out_dir: Path,
     published: list[PublishedEntry],
-    rankings: dict[str, pd.DataFrame],
-    ranking_note: str | None,
+    across: Across,
     board_notes: list[str],
     external: list[Record],
 ) -> tuple[list[Path], Page]:
     """Every file of one (hash, overrides) group except its HTML page, which is returned;
-    ``board_notes`` are printed under its table, ``external`` records after it, unranked."""
+    ``board_notes`` are printed under its table, ``external`` records after it, unranked;
+    ``across``: :func:`displayed`, of which the page shows its own label kind's."""
     finals = [r for r in records if r.stage == "final"]
     ref = finals[0].protocol
     [(title, md_path, _)] = write_reports([*finals, *external], out_dir, {ref.name: board_notes})
@@ -307,8 +278,8 @@ def _one_group(
         confidence_frame(finals),
     )
 
-    kinds = {label_kind(r.method, r.metrics) for r in finals} - {None}
-    own = {TRACKS[k]: display_ranking(t) for k, t in rankings.items() if k in kinds or not kinds}
+    kinds = {TRACKS[k] for r in finals if (k := label_kind(r.method, r.metrics)) is not None}
+    own = {title: v for title, v in across.items() if title in kinds or not kinds}
     page = Page(
         title=title,
         protocol=ref.name,
@@ -321,10 +292,9 @@ def _one_group(
         setting=setting,
         budget=budget,
         confidence=confidence,
-        rankings=own,
+        across=own,
         notes=([OVERRIDE_NOTE] if overridden else []) + board_notes + footnotes,
         no_comparison_reason="Not compared: runs with overrides." if overridden else None,
-        ranking_note=ranking_note,
     )
     return written, page
 
@@ -389,16 +359,4 @@ def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
     )
     out.index = pd.Index(comp["method"], name="method")
     out.attrs["footnotes"] = [f"†{i}: settings differ: {n}." for i, n in enumerate(notes, 1)]
-    return out
-
-
-def display_ranking(ranking: pd.DataFrame) -> pd.DataFrame:
-    """Strings: average rank to 2 decimals, Borda and per-protocol ranks to 1, blanks as —."""
-    metrics: dict[str, str] = ranking.attrs.get("metrics", {})
-    out = pd.DataFrame(index=ranking.index)
-    out["average rank"] = [f"{v:.2f}" for v in ranking["average_rank"]]
-    out["borda"] = [f"{v:.1f}" for v in ranking["borda"]]
-    out["protocols"] = [str(int(v)) for v in ranking["protocols"]]
-    for col, metric in metrics.items():
-        out[f"{col} ({metric})"] = ["—" if np.isnan(v) else f"{v:.1f}" for v in ranking[col]]
     return out

@@ -85,6 +85,10 @@ class DataSet:
         return f"{self.name} ({self.protocol_hash[:8]}, {self.metric}, {words})"
 
 
+Boards = dict[str, tuple[list[DataSet], list[str]]]
+"""Per label kind: its tuned boards, one per data set, and a line per board left out."""
+
+
 def data_set(records: Sequence[Record]) -> DataSet | None:
     """The :class:`DataSet` of one board's final records (None without a metric to rank)."""
     board = analyse_board(records_frame(records), records)
@@ -205,7 +209,7 @@ def display_side_by_side(numbers: pd.DataFrame, sets: Sequence[DataSet]) -> pd.D
     return out
 
 
-def tuned_boards(records: Iterable[Record]) -> dict[str, tuple[list[DataSet], list[str]]]:
+def tuned_boards(records: Iterable[Record]) -> Boards:
     """Per label kind present: one tuned board per data set, and a line per board left out.
 
     Boards are the final records without overrides of one protocol hash, sweep points left
@@ -222,18 +226,25 @@ def tuned_boards(records: Iterable[Record]) -> dict[str, tuple[list[DataSet], li
             kinds[kind].append(board)
     out = {}
     for kind in (k for k in TRACKS if k in kinds):
-        tuned = [b for b in kinds[kind] if board_of(b[0]) == "tuned"]
+        tuned = [b for b in kinds[kind] if _budget(b) == "tuned"]
         kept, lines = one_board_per_data_set(r for b in tuned for r in b)
         ranked = {r.protocol.hash for r in kept}
         sets = [data_set(b) for b in tuned if b[0].protocol.hash in ranked]
-        lines = [_not_tuned(b) for b in kinds[kind] if board_of(b[0]) != "tuned"] + lines
+        lines = [_not_tuned(b) for b in kinds[kind] if _budget(b) != "tuned"] + lines
         out[kind] = ([d for d in sets if d is not None], lines)
     return out
 
 
+def _budget(board: Sequence[Record]) -> str:
+    """:func:`~dmlbench.report.results.board_of` of a board: tuned when any run says which
+    search selected it (the untrained row never does, and may come first)."""
+    budgets = {board_of(r) for r in board}
+    return "tuned" if "tuned" in budgets else board_of(board[0])
+
+
 def _not_tuned(board: Sequence[Record]) -> str:
     ref = board[0].protocol
-    how = DEFAULTS_WORDS if board_of(board[0]) == "defaults" else "hyper-parameters given"
+    how = DEFAULTS_WORDS if _budget(board) == "defaults" else "hyper-parameters given"
     return (
         f"Not compared: {ref.name} ({ref.hash[:8]}), {how}: only tuned boards are compared "
         "across data sets, so that every data set enters at one budget."
@@ -323,7 +334,13 @@ def write_cross_report(records: Iterable[Record], out_dir: Path) -> list[Path]:
     and kind: boards, mean rank, each board's mean, rank and verdict; empty where a board
     lacks the method) and ``cross-dataset-agreement.csv`` (τ and its interval per pair of
     data sets); nothing when no final record without overrides names a label kind."""
-    boards = tuned_boards(records)
+    return write_boards(tuned_boards(records), out_dir)
+
+
+def write_boards(boards: Boards, out_dir: Path) -> list[Path]:
+    """:func:`write_cross_report` of the boards :func:`tuned_boards` collected: ``dmlbench
+    report`` collects them once (each board's bootstrap takes seconds) for these files, the
+    pages and the index."""
     if not boards:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)

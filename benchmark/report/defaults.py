@@ -7,7 +7,7 @@ that wins with its defaults and falls back once every method is tuned owed its l
 better-tuned default, not to its loss (Musgrave et al., ECCV 2020, on unequal tuning). The two
 boards are only paired when their records were computed on the same data (equal data
 fingerprints) under the same protocol version; runs with overrides are left out, as in the
-rankings.
+comparison across data sets.
 
 The comparison is paired. A seed fixes the initial weights, batch order and augmentation draws,
 and both boards ran the same seeds (the defaults board's are a subset of the tuned board's), so

@@ -2,9 +2,11 @@
 
 A page holds the title, protocol name/version/hash, the results table with what it may claim
 (seeds, each method's verdict against the best of the others, stability over seeds), the plots
-(bars, forest plot of the verdicts), the reported-vs-reproduced table, the tuning budget and the
-ranking across the data sets of the page's label kind. The index shows every board's table
-beside its forest plot, the sweeps, the defaults-vs-tuned tables and the rankings.
+(bars, forest plot of the verdicts), the reported-vs-reproduced table, the tuning budget and
+each method's verdict and rank on every tuned board of the page's label kind
+(:mod:`dmlbench.report.crossdata`). The index shows every board's table beside its forest plot,
+the sweeps, the defaults-vs-tuned tables and the boards side by side, and links the
+cross-data-set report, whose Kendall τ between data sets the pages do not repeat.
 
 Tables can be sorted by any column and a board's rows filtered by method name and verdict: a
 reader looking for one method among twenty, or for the methods not worse than the best, should
@@ -30,6 +32,7 @@ from importlib.resources import files
 import pandas as pd
 
 from dmlbench import __version__
+from dmlbench.report.crossdata import INTRO as ACROSS_TEXT
 from dmlbench.report.external import EXTERNAL
 from dmlbench.report.external import TEXT as EXTERNAL_TEXT
 from dmlbench.report.external import TITLE as EXTERNAL_TITLE
@@ -50,12 +53,10 @@ COMPARISON_TEXT = (
     "Published numbers for the same data set and setting ({setting}), in % as printed; ours is "
     "mean ± std over seeds (the value alone for one seed); difference = ours − published."
 )
-RANKING_TEXT = (
-    "Average rank on each data set's primary metric (1 = best, ties share the average rank); "
-    "Borda = methods ranked minus rank, summed over data sets; one board per data set (a tuned "
-    "board and its @defaults board are one data set). One ranking per label kind: a method is "
-    "ranked only against methods of its own kind."
-)
+NO_TUNED = "No tuned board: nothing is compared across data sets."
+Across = dict[str, tuple[pd.DataFrame, list[str]]]
+"""Per label kind (its title, the heading): the tuned boards side by side as display strings,
+and the lines naming the boards left out."""
 
 
 @dataclass
@@ -72,12 +73,12 @@ class Page:
     setting: str | None = None
     budget: pd.DataFrame | None = None
     confidence: pd.DataFrame | None = None
-    rankings: dict[str, pd.DataFrame] = field(default_factory=dict)
+    across: Across = field(default_factory=dict)
     images: list[str] = field(default_factory=list)
     claims: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     no_comparison_reason: str | None = None
-    ranking_note: str | None = None
+    across_report: str | None = None
 
 
 DEFAULTS_TEXT = (
@@ -280,11 +281,8 @@ def render_page(page: Page) -> str:
                 html_table(page.budget),
             )
         )
-    if page.rankings:
-        note = [_p(page.ranking_note, "note")] if page.ranking_note else []
-        parts.append(
-            _section("Ranking across data sets", _p(RANKING_TEXT), *note, *_rankings(page.rankings))
-        )
+    if page.across:
+        parts.append(_across(page.across, page.across_report))
     return _document(page.title, "\n".join(parts))
 
 
@@ -296,8 +294,23 @@ def _figures(images: list[str]) -> list[str]:
     ]
 
 
-def _rankings(rankings: dict[str, pd.DataFrame]) -> list[str]:
-    return [f"<h3>{escape(k.capitalize())}</h3>\n{html_table(t)}" for k, t in rankings.items()]
+def _across(across: Across, report: str | None) -> str:
+    """Each label kind's boards side by side with the boards left out under them, and the
+    link to ``report``, the cross-data-set report with Kendall τ between data sets."""
+    parts = [_p(ACROSS_TEXT if across else NO_TUNED)]
+    if report:
+        href = escape(report)
+        what = (
+            "Kendall τ between data sets, with its interval, and why no critical-difference "
+            "diagram is drawn"
+            if across
+            else "The boards left out and why"
+        )
+        parts.append(f'<p>{what}: <a href="{href}">{href}</a>.</p>')
+    for kind, (table, notes) in across.items():
+        parts += [f"<h3>{escape(kind.capitalize())}</h3>", html_table(table)]
+        parts += [_p(n, "note") for n in notes]
+    return _section("Across data sets", *parts)
 
 
 def _index_board(href: str, page: Page) -> str:
@@ -320,14 +333,15 @@ def _index_board(href: str, page: Page) -> str:
 def render_index(
     pages: list[tuple[str, Page]],
     sweep_images: list[str],
-    rankings: dict[str, pd.DataFrame],
+    across: Across,
     defaults_vs_tuned: list[tuple[str, pd.DataFrame]] | None = None,
-    ranking_notes: list[str] | None = None,
+    across_report: str | None = None,
 ) -> str:
     """``index.html``: every protocol-hash page's board (``(href, page)``: its table, linked
     to the page, beside its forest plot), the sweep plots (which span hashes: one derived
     protocol per point, so they belong to no single page), the defaults-vs-tuned tables and
-    the rankings, with ``ranking_notes`` (the boards not ranked because their data set is)."""
+    the tuned boards side by side per label kind, linked to ``across_report`` (the
+    cross-data-set report) where one was written."""
     contents = "\n".join(
         f'<li><a href="#{escape(href.removesuffix(".html"))}">{escape(page.title)}</a></li>'
         for href, page in pages
@@ -348,9 +362,6 @@ def render_index(
         )
     for title, table in defaults_vs_tuned or []:
         parts.append(_section(title, _p(DEFAULTS_TEXT), html_table(table)))
-    if rankings:
-        notes = [_p(n, "note") for n in ranking_notes or []]
-        parts.append(
-            _section("Ranking across data sets", _p(RANKING_TEXT), *notes, *_rankings(rankings))
-        )
+    if across or across_report:
+        parts.append(_across(across, across_report))
     return _document("dmlbench reports", "\n".join(parts), "index")

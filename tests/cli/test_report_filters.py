@@ -1,5 +1,6 @@
-"""``dmlbench report``'s selection: sweep points only with ``--sweeps`` and never ranked, and a
-selection that leaves nothing is one line naming the filters, the folder and the closest name.
+"""``dmlbench report``'s selection: sweep points only with ``--sweeps`` and never compared
+across data sets, and a selection that leaves nothing is one line naming the filters, the
+folder and the closest name.
 
 Before, a plain ``dmlbench report`` in a fresh clone read ``results/sweeps`` (177 files) and
 ranked its points as protocols, and ``--protocol cub-200`` said only "no records found".
@@ -14,7 +15,7 @@ import pytest
 from dmlbench.cli.main import main
 from dmlbench.records import Record, record_path, save_record
 from dmlbench.report.plots import sweep_name
-from tests.report.test_build import rec
+from tests.report.test_build import rec, tuned
 
 SWEPT = [sweep_name("glyphs-mini", "model.embedding_size", v) for v in ("16", "32")]
 
@@ -25,7 +26,10 @@ def _save(results: Path, records: list[Record]) -> None:
 
 
 def _board(name: str, h: str) -> list[Record]:
-    return [rec(m, 0, h=h, name=name, m={"recall@1": x}) for m, x in (("a", 0.4), ("b", 0.6))]
+    """A tuned board: the comparison across data sets would read it, were it no sweep point."""
+    return tuned(
+        [rec(m, 0, h=h, name=name, m={"recall@1": x}) for m, x in (("a", 0.4), ("b", 0.6))]
+    )
 
 
 def _report(results: Path, out: Path, *extra: str) -> int:
@@ -51,23 +55,24 @@ def test_default_report_leaves_sweep_points_out(
     names = [p.name for p in out.iterdir()]
     assert not [n for n in names if "model.embedding_size" in n], names
     # another budget is a protocol, not a sweep point: its own table; on the same data as
-    # glyphs-mini, so named under the ranking, not ranked twice (one data set counts once)
+    # glyphs-mini, so named under the comparison, not compared (one data set counts once)
     assert [n for n in names if n.startswith("glyphs-mini@trials=4-") and n.endswith(".md")]
-    assert "Not ranked: glyphs-mini@trials=4" in (out / "ranking.md").read_text(encoding="utf-8")
+    across = (out / "cross-dataset.md").read_text(encoding="utf-8")
+    assert "Not compared: glyphs-mini@trials=4" in across and "One data set: glyphs-mini" in across
     assert "model.embedding_size" not in capsys.readouterr().out
 
 
-def test_sweeps_flag_reports_them_but_never_ranks_them(
+def test_sweeps_flag_reports_them_but_never_compares_them(
     results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "reports"
     assert _report(results, out, "--sweeps") == 0
     assert (out / "sweep-glyphs-mini-model.embedding_size.png").is_file()
     assert [p for p in out.glob("*model.embedding_size=16-*.md")]  # a table per point
-    ranking = (out / "ranking.md").read_text(encoding="utf-8")
-    assert "Not ranked: glyphs-mini@trials=4" in ranking and "model.embedding_size" not in ranking
-    index = (out / "index.html").read_text(encoding="utf-8")
-    assert "Ranking across data sets" in index
+    across = (out / "cross-dataset.md").read_text(encoding="utf-8")
+    assert "Not compared: glyphs-mini@trials=4" in across and "model.embedding_size" not in across
+    index = (out / "index.html").read_text(encoding="utf-8").split("<h2>Across data sets</h2>")
+    assert len(index) == 2 and "model.embedding_size" not in index[1]
     capsys.readouterr()
 
 
@@ -83,8 +88,8 @@ def test_sweep_points_alone(
     )
     out = tmp_path / "r2"
     assert _report(sweeps, out, "--sweeps") == 0
-    assert not (out / "ranking.md").exists() and not (out / "ranking.csv").exists()
-    assert "Ranking across protocols" not in (out / "index.html").read_text(encoding="utf-8")
+    assert not list(out.glob("cross-dataset*"))
+    assert "Across data sets" not in (out / "index.html").read_text(encoding="utf-8")
 
 
 def test_protocol_filter_names_the_filter_the_folder_and_the_closest_name(

@@ -12,6 +12,7 @@ from dmlbench.report import MixedProtocolsError, records_frame, summary_table
 from dmlbench.report.build import build_reports
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
+SEARCH = {"trial": 1, "trials": 4, "metric": "recall@1", "value": 0.8, "epochs": 3}
 
 
 def rec(
@@ -43,8 +44,16 @@ def rec(
     )
 
 
+def tuned(records: list[Record]) -> list[Record]:
+    """``records`` as selected by a 4-trial search (:data:`SEARCH`): a tuned board, which the
+    comparison across data sets reads; the untrained row names no search, as a real one."""
+    return [r if r.method == "untrained" else r.model_copy(update={"search": SEARCH})
+            for r in records]  # fmt: skip
+
+
 def cub_and_glyph_records() -> list[Record]:
-    """cub200 (matches published numbers), a glyphs-like protocol and a third hash."""
+    """cub200 (matches published numbers), a glyphs-like protocol and a third hash, all three
+    tuned and on data sets of their own."""
     out = []
     for s in range(2):
         out += [
@@ -55,7 +64,7 @@ def cub_and_glyph_records() -> list[Record]:
             rec("contrastive", s, "d" * 64, "glyphs-mini", m={"recall@1": 0.72}),
             rec("contrastive", s, "e" * 64, "glyphs", m={"recall@1": 0.6}),
         ]
-    return out
+    return tuned(out)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +87,8 @@ def test_one_report_per_hash_and_mixed_hashes_never_reach_one_table(
             assert tmp_path / f"{stem}{suffix}" in written, f"{stem}{suffix}"
     pages = sorted(f"{s}.html" for s in stems)
     assert sorted(p.name for p in tmp_path.glob("*.html")) == sorted([*pages, "index.html"])
-    assert (tmp_path / "ranking.md") in written
+    cross = ["cross-dataset.md", "cross-dataset.csv", "cross-dataset-agreement.csv"]
+    assert {tmp_path / name for name in cross} <= set(written)
     # each table holds only its own hash's methods
     glyph_md = (tmp_path / "glyphs-mini-dddddddddddd.md").read_text()
     assert "| contrastive" in glyph_md and "proxy-nca" not in glyph_md
@@ -114,7 +124,38 @@ def test_runs_with_overrides_get_own_files_and_no_comparison(tmp_path: Path) -> 
     assert len(htmls) == 1 and not list(tmp_path.glob("*-published.*"))
     text = htmls[0].read_text()
     assert "runs with overrides" in text and "Not compared" in text
-    assert "smoke-test runs" in (tmp_path / "ranking.md").read_text()
+    # smoke tests are no data set: nothing is compared across data sets
+    assert not list(tmp_path.glob("cross-dataset*")) and "Across data sets" not in text
+
+
+def test_the_comparison_across_data_sets_never_mixes_label_kinds(tmp_path: Path) -> None:
+    """A pose method's rank 1 among two is no class method's rank 1 among three: one section,
+    table and CSV label per kind, and each page shows its own kind's."""
+    import csv
+
+    records = [
+        rec("a", 0, "a" * 64, "glyphs", m={"recall@1": 0.9}),
+        rec("b", 0, "a" * 64, "glyphs", m={"recall@1": 0.8}),
+        rec("c", 0, "a" * 64, "glyphs", m={"recall@1": 0.7}),
+        rec("log-ratio", 0, "b" * 64, "poses", m={"ndcg@10": 0.95}),
+        rec("triplet-dense", 0, "b" * 64, "poses", m={"ndcg@10": 0.85}),
+        rec("untrained", 0, "b" * 64, "poses", m={"ndcg@10": 0.99}),
+    ]
+    build_reports(tuned(records), tmp_path)
+    md = (tmp_path / "cross-dataset.md").read_text(encoding="utf-8")
+    class_part, continuous_part = md.split("## Class labels")[1].split("## Continuous labels")
+    assert "| a " in class_part and "log-ratio" not in class_part
+    assert "| log-ratio " in continuous_part and "| a " not in continuous_part
+    with (tmp_path / "cross-dataset.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["method"], r["label_kind"], r["mean_rank"]) for r in rows] == [
+        ("a", "class", "1.0"), ("b", "class", "2.0"), ("c", "class", "3.0"),
+        ("log-ratio", "continuous", "1.0"), ("triplet-dense", "continuous", "2.0"),
+    ]  # fmt: skip
+    page = (tmp_path / f"poses-{'b' * 12}.html").read_text(encoding="utf-8")
+    assert "<h3>Continuous labels</h3>" in page and "Class labels" not in page
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "<h3>Class labels</h3>" in index and "<h3>Continuous labels</h3>" in index
 
 
 def test_search_trials_only_give_no_report_but_count_in_budget(tmp_path: Path) -> None:
@@ -173,7 +214,8 @@ def test_report_leaves_the_committed_leaderboard_out_unless_asked(tmp_path: Path
 
 
 def test_every_csv_of_a_build_is_numbers(built: tuple[Path, list[Path]]) -> None:
-    """Incl. reported vs reproduced (in %, as printed) and the ranking's empty cells."""
+    """Incl. reported vs reproduced (in %, as printed) and the cross-data-set report's empty
+    cells."""
     import csv
 
     tmp_path, written = built
@@ -187,6 +229,9 @@ def test_every_csv_of_a_build_is_numbers(built: tuple[Path, list[Path]]) -> None
     assert float(npairs["ours_lo"]) < 51.0 < float(npairs["ours_hi"])
     assert npairs["n_seeds"] == "2"
     assert float(npairs["difference"]) == pytest.approx(51.0 - float(npairs["published"]))
-    with (tmp_path / "ranking.csv").open(encoding="utf-8") as fh:
-        ranking = {r["method"]: r for r in csv.DictReader(fh)}
-    assert ranking["npairs"]["cub200 cccccccc"] != "" and ranking["npairs"]["glyphs eeeeeeee"] == ""
+    with (tmp_path / "cross-dataset.csv").open(encoding="utf-8") as fh:
+        across = {r["method"]: r for r in csv.DictReader(fh)}
+    assert set(across) == {"npairs", "proxy-nca", "contrastive"}  # no untrained row
+    npairs = across["npairs"]
+    assert [npairs[c] for c in ("label_kind", "data_sets", "cub200_rank")] == ["class", "2", "2.0"]
+    assert npairs["glyphs_rank"] == npairs["glyphs_verdict"] == ""  # not run on glyphs

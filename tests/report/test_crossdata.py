@@ -166,8 +166,12 @@ def test_report_side_by_side_with_a_missing_method(
 
 
 def test_one_data_set_is_shown_alone(tmp_path: Path) -> None:
-    paths = write_cross_report(board("alpha", {"a": 0.9, "b": 0.8, "c": 0.7}), tmp_path)
+    records = board("alpha", {"a": 0.9, "b": 0.8, "c": 0.7})
+    # the untrained row names no search; read first, it must not make the board untuned
+    untrained = rec("untrained", 0, records[0].protocol.hash, "alpha", m={"recall@1": 0.1})
+    paths = write_cross_report([untrained, *records], tmp_path)
     md = paths[0].read_text()
     assert "One data set: alpha" in md and "| mean rank" not in md
+    assert "| untrained " not in md and "Not compared" not in md
     assert "there is one data set, and even with 3 data sets and these 3 methods" in md
     assert len(pd.read_csv(paths[2])) == 0

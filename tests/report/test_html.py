@@ -75,7 +75,7 @@ def test_every_page_parses_and_its_images_exist(built: tuple[Path, list[Path]]) 
             "Confidence and selection",
             "Plots",
             "Tuning budget",
-            "Ranking across data sets",
+            "Across data sets",
         } <= set(p.headings)
 
 
@@ -85,13 +85,27 @@ def test_cub_page_shows_results_comparison_budget_and_ranking(
     tmp_path = built[0]
     page = tmp_path / "cub200-cccccccccccc.html"
     p = parse(page)
-    assert p.tables == 5  # results, confidence, reported vs reproduced, budget, ranking
+    assert p.tables == 5  # results, confidence, reported vs reproduced, budget, across data sets
     text = page.read_text()
+    across = text.split("<h2>Across data sets</h2>")[1]
+    assert '<a href="cross-dataset.md">' in across and "<th>cub200 verdict</th>" in across
+    assert "<td>proxy-nca</td><td>undecided</td><td>1</td>" in across  # not run elsewhere
     assert "c" * 64 in text  # the full protocol hash
     assert "<strong>" in text and "**" not in text
     glyph = parse(tmp_path / "glyphs-mini-dddddddddddd.html")
     assert glyph.tables == 4  # no published setting: no comparison table
     assert "No published setting" in (tmp_path / "glyphs-mini-dddddddddddd.html").read_text()
+
+
+def test_index_shows_the_boards_side_by_side_and_links_the_report(
+    built: tuple[Path, list[Path]],
+) -> None:
+    index = (built[0] / "index.html").read_text(encoding="utf-8")
+    across = index.split("<h2>Across data sets</h2>")[1]
+    assert '<a href="cross-dataset.md">cross-dataset.md</a>' in across
+    heads = re.findall(r"<th>([^<]*)</th>", across.split("</thead>")[0])
+    assert heads == ["method", "cub200 verdict", "cub200 rank", "glyphs verdict", "glyphs rank",
+                     "glyphs-mini verdict", "glyphs-mini rank", "data sets", "mean rank"]  # fmt: skip
 
 
 def test_cells_are_escaped() -> None:
@@ -140,6 +154,10 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     assert all((tmp_path / href).is_file() for href in links)
     pages = [h for h in links if h.endswith(".html")]
     assert len(pages) == 3
+    # glyphs-mini's hyper-parameters were given, not searched: no tuned board to compare
+    across = text.split("<h2>Across data sets</h2>")[1]
+    assert "No tuned board" in across and "<table" not in across.split("<h2>")[0]
+    assert 'The boards left out and why: <a href="cross-dataset.md">' in across
     anchors = re.findall(r'<a href="#([^"]+)"', text)  # the contents: one per board
     assert sorted(anchors) == sorted(h.removesuffix(".html") for h in pages)
     assert all(f'id="{a}"' in text for a in anchors)
