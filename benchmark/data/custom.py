@@ -42,6 +42,11 @@ from dmlbench.protocol import Bool, Float, FrozenModel, ImagesSpec, Int, Transfo
 COLUMNS = ("path", "label", "split", "group")
 SPLITS = ("train", "test")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+CLASHES = {  # a class with two values of a column that must be one per class
+    "group": "class {label!r} is in group {here!r} here and {there!r} at {at}; "
+    "a class has one group",
+    "split": "class {label!r} is in {here} here and in {there} at {at}; the split is by class",
+}
 
 
 class SplitSpec(FrozenModel):
@@ -296,43 +301,38 @@ def assign(rows: list[Row], split: SplitSpec, source: str) -> dict[str, str]:
 
 def test_by_group(rows: list[Row], groups: tuple[str, ...], source: str) -> set[str]:
     """The classes whose group is in ``groups``; each class must have one, and one only."""
-    if not any(r.group for r in rows):
-        raise DataError(f"split.test_groups: {source} has no group column")
-    group_of: dict[str, Row] = {}
-    for r in rows:
-        if not r.group:
-            raise DataError(f"{r.where}: empty group (split.test_groups reads the group column)")
-        first = group_of.setdefault(r.label, r)
-        if first.group != r.group:
-            raise DataError(
-                f"{r.where}: class {r.label!r} is in group {r.group!r} here and "
-                f"{first.group!r} at {first.where}; a class has one group"
-            )
-    known = sorted({r.group for r in group_of.values()})
+    group_of = value_per_class(rows, "group", "split.test_groups", source)
+    known = sorted(set(group_of.values()))
     for g in groups:
         if g not in known:
             raise DataError(
                 f"split.test_groups: group {g!r} is not in {source}{did_you_mean(g, known)} "
                 f"(groups: {', '.join(known)})"
             )
-    return {name for name, r in group_of.items() if r.group in groups}
+    return {name for name, group in group_of.items() if group in groups}
 
 
 def test_by_column(rows: list[Row], source: str) -> set[str]:
     """The classes the ``split`` column puts in test; a class on both sides is an error."""
-    if not any(r.split for r in rows):
-        raise DataError(f"split.column: {source} has no split column")
-    side_of: dict[str, Row] = {}
+    side_of = value_per_class(rows, "split", "split.column", source)
+    return {name for name, side in side_of.items() if side == "test"}
+
+
+def value_per_class(rows: list[Row], column: str, rule: str, source: str) -> dict[str, str]:
+    """Each class's value of ``column`` (``group`` or ``split``), read by the split ``rule``:
+    every row must have one, and all rows of a class the same (else :data:`CLASHES`)."""
+    if not any(getattr(r, column) for r in rows):
+        raise DataError(f"{rule}: {source} has no {column} column")
+    first_of: dict[str, Row] = {}
     for r in rows:
-        if not r.split:
-            raise DataError(f"{r.where}: empty split (split.column reads the split column)")
-        first = side_of.setdefault(r.label, r)
-        if first.split != r.split:
-            raise DataError(
-                f"{r.where}: class {r.label!r} is in {r.split} here and in {first.split} at "
-                f"{first.where}; the split is by class"
-            )
-    return {name for name, r in side_of.items() if r.split == "test"}
+        value = getattr(r, column)
+        if not value:
+            raise DataError(f"{r.where}: empty {column} ({rule} reads the {column} column)")
+        first = first_of.setdefault(r.label, r)
+        if (there := getattr(first, column)) != value:
+            text = CLASHES[column].format(label=r.label, here=value, there=there, at=first.where)
+            raise DataError(f"{r.where}: {text}")
+    return {name: getattr(r, column) for name, r in first_of.items()}
 
 
 def check_test_sizes(rows: list[Row], sides: dict[str, str], source: str) -> None:
