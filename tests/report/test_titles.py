@@ -91,11 +91,12 @@ def test_plot_titles_break_before_the_hash() -> None:
     ]
 
 
-def test_notes_are_printed_under_their_boards_table(
+def test_notes_are_printed_with_their_boards_table(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Notes keyed by protocol name appear under that board's table in the Markdown and on
-    its HTML page, not under another board's or under the runs with overrides."""
+    """Notes keyed by protocol name appear under that board's table in the Markdown and in
+    its Results section on the HTML page (with the caption, above the sortable table), not
+    with another board's or with the runs with overrides."""
     records = [*board("p", "a" * 64), *board("q", "b" * 64)]
     records.append(rec("a", 0, "a" * 64, "p", overrides={"max_steps": 1}))
     note = "dreml is not on this board: 12 networks per step exceed the CI budget."
@@ -108,7 +109,7 @@ def test_notes_are_printed_under_their_boards_table(
     html = (tmp_path / f"p-{'a' * 12}.html").read_text(encoding="utf-8")
     results = re.search(r"<h2>Results</h2>(.*?)<h2>", html, re.S)
     assert results is not None and f'<p class="note">{note}</p>' in results.group(1)
-    assert results.group(1).index("</table>") < results.group(1).index(note)
+    assert results.group(1).index(note) < results.group(1).index("</table>")
     for stem in (f"q-{'b' * 12}", f"p-{'a' * 12}-overrides"):
         for ext in ("md", "html"):
             assert note not in (tmp_path / f"{stem}.{ext}").read_text(encoding="utf-8")
