@@ -46,11 +46,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, features
 from pydantic import Field
 
-from dmlbench.data.base import DATASETS, DataSplits
-from dmlbench.data.custom import CustomImages, SplitSpec, index_entries
-from dmlbench.data.files import Entry
+from dmlbench.data.base import DATASETS
+from dmlbench.data.custom import GroupSplitParams, RenderedImages
 from dmlbench.errors import DataError
-from dmlbench.protocol import FrozenModel
 
 RENDER_VERSION = 2
 SIZE = 64  # stored image side; protocols resize
@@ -408,36 +406,20 @@ def figure(path: str | Path, labels: Sequence[str] = FIGURE_CLASSES) -> Path:
     return path
 
 
-class EmojiParams(FrozenModel):
+class EmojiParams(GroupSplitParams):
     """``data.params`` of ``emoji``: the Unicode emoji groups whose classes are test classes."""
 
     test_groups: tuple[str, ...] = Field(TEST_GROUPS, min_length=1)
 
 
 @DATASETS.register("emoji")
-class EmojiImages(CustomImages):
+class EmojiImages(RenderedImages):
     """The prepared emoji set (rendered into the cache on first use; no data root)."""
 
     Params = EmojiParams
     name = "emoji"
     description = "one class per emoji, one image per vendor (4 vendors), split by Unicode group"
-    reads_root = False
+    mirrored = "an arrow or a hand is another emoji"
 
-    def entries(self, params: EmojiParams, root: Path) -> list[Entry]:
-        return index_entries(root, SplitSpec(test_groups=params.test_groups))
-
-    def load(self, params: EmojiParams, root: Path | None, cache_dir: Path) -> DataSplits:
-        """The cache's prepared root, loaded as a bring-your-own root; the fingerprint also
-        covers sources.yaml (versions and render settings, not only file sizes). A flip
-        augmentation is refused: it would turn a class into its mirror image's."""
-        if self.images is not None and self.images.train.hflip > 0:
-            raise DataError(
-                "emoji: images.train.hflip must be 0: mirrored, an arrow or a hand is another emoji"
-            )
-        prepared = prepared_root(cache_dir)
-        splits = super().load(params, prepared, cache_dir)
-        h = hashlib.sha256(splits.fingerprint.encode())
-        h.update((prepared / "sources.yaml").read_bytes())
-        splits.fingerprint = h.hexdigest()
-        splits.info["sources"] = str(prepared / "sources.yaml")
-        return splits
+    def prepared_root(self, cache_dir: Path) -> Path:
+        return prepared_root(cache_dir)

@@ -43,12 +43,11 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+from pydantic import Field
 
-from dmlbench.data.base import DATASETS, DataSplits
-from dmlbench.data.custom import CustomImages, SplitSpec, index_entries
-from dmlbench.data.files import Entry
+from dmlbench.data.base import DATASETS
+from dmlbench.data.custom import GroupSplitParams, RenderedImages
 from dmlbench.errors import DataError
-from dmlbench.protocol import FrozenModel
 
 SIZE = 64  # stored canvas, px
 EXTENT = 48  # the longer side of every icon's alpha bounding box on the canvas, px
@@ -391,31 +390,22 @@ def prepared_root(cache: Path) -> Path:
     return root
 
 
-class IconsParams(FrozenModel):
+class IconsParams(GroupSplitParams):
     """``data.params`` of ``icons``: the groups (freedesktop contexts) held out for test."""
 
-    test_groups: tuple[str, ...] = TEST_GROUPS
+    test_groups: tuple[str, ...] = Field(TEST_GROUPS, min_length=1)
 
 
-class Icons(CustomImages):
+class Icons(RenderedImages):
     """Freedesktop icon names across five themes; prepared on first use, split by context."""
 
     Params = IconsParams
     name = "icons"
     description = "icon names across 5 freedesktop themes (Debian packages), split by context"
-    reads_root = False
+    mirrored = "go-next is go-previous"
 
-    def entries(self, params: IconsParams, root: Path) -> list[Entry]:
-        return index_entries(root, SplitSpec(test_groups=params.test_groups))
-
-    def load(self, params: IconsParams, root: Path | None, cache_dir: Path) -> DataSplits:
-        prepared = prepared_root(cache_dir)
-        splits = super().load(params, prepared, cache_dir)
-        # the manifest hashes paths and sizes; the theme versions go in through sources.yaml
-        h = hashlib.sha256(splits.fingerprint.encode())
-        h.update((prepared / "sources.yaml").read_bytes())
-        splits.fingerprint = h.hexdigest()
-        return splits
+    def prepared_root(self, cache_dir: Path) -> Path:
+        return prepared_root(cache_dir)
 
 
 if __name__ != "__main__":  # run as a script (--figure), the package has registered it already

@@ -188,6 +188,15 @@ def test_the_data_set_prepares_once_and_splits_by_group(
     assert load_data(protocol, cache=cache).fingerprint != splits.fingerprint
 
 
+def test_a_flip_augmentation_is_refused_before_rendering(tmp_path: Path) -> None:
+    from dmlbench.protocol import ImagesSpec, TransformSpec
+
+    images = ImagesSpec(train=TransformSpec(resize=32, hflip=0.5), test=TransformSpec(resize=32))
+    with pytest.raises(DataError, match=r"^icons: images\.train\.hflip must be 0: .*go-previous$"):
+        icons.Icons(images).load(icons.IconsParams(), None, tmp_path)
+    assert not (tmp_path / "icons").exists()
+
+
 def edge_width(canvas: Image.Image) -> float:
     """Partly transparent pixels per outline pixel: ~1 for a filtered edge, 0 for a hard one,
     2 and more for a blown-up raster."""
