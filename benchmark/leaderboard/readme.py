@@ -1,10 +1,13 @@
-"""The README's first screen: the top rows of the tuned ``glyphs-mini`` board.
+"""The README's first screen: the top rows of the tuned ``glyphs-mini`` board, and beside it
+the class-label section of the cross-data-set report (each method's verdict and rank on every
+tuned class-label board, and how far the boards agree).
 
 The excerpt is cut from the committed report (``reports/leaderboard/glyphs-mini-<hash>.md``),
 never typed by hand, so the README cannot drift from the board: a test compares the block
 between the README's ``<!-- board:begin -->`` and ``<!-- board:end -->`` markers with
-:func:`excerpt` of the committed report, and ``python -m dmlbench.leaderboard.readme``
-rewrites the block after ``dmlbench check --update``.
+:func:`excerpt` of the committed report (and the ``across`` block with :func:`across_excerpt`
+of ``cross-dataset.md``), and ``python -m dmlbench.leaderboard.readme`` rewrites both blocks
+after ``dmlbench check --update``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from dmlbench.errors import DmlbenchError
 from dmlbench.records import atomic_write_text
 
 BEGIN, END = "<!-- board:begin -->", "<!-- board:end -->"
+ACROSS_BEGIN, ACROSS_END = "<!-- across:begin -->", "<!-- across:end -->"
+ACROSS = "cross-dataset.md"
+ACROSS_SECTION = "## Class labels"
 BOARD = "glyphs-mini"  # the tuned board of the default protocol
 ROWS = 6
 
@@ -61,21 +67,52 @@ def excerpt(report: Path, link: str, rows: int = ROWS) -> str:
     )
 
 
-def block(readme: Path) -> str:
+def across_excerpt(report: Path, link: str, rows: int = ROWS) -> str:
+    """The class-label section of the cross-data-set report: its lines before the table (which
+    data sets, the agreement between them, the caveat), the header and first ``rows`` rows,
+    and a link to the whole report."""
+    if not report.is_file():
+        raise DmlbenchError(f"{report}: no such report (make it: dmlbench check --render)")
+    text = report.read_text(encoding="utf-8")
+    if ACROSS_SECTION not in text:
+        raise DmlbenchError(f"{report}: no '{ACROSS_SECTION}' section")
+    lines = text.split(ACROSS_SECTION, 1)[1].split("\n## ", 1)[0].strip("\n").splitlines()
+    table = [i for i, line in enumerate(lines) if line.startswith("|")]
+    if not table:
+        raise DmlbenchError(f"{report}: no table under '{ACROSS_SECTION}'")
+    lead = [line for line in lines[: table[0]] if line]
+    body = len(table) - 2
+    return "\n".join(
+        [
+            "**Across data sets (class labels, tuned boards).** " + " ".join(lead),
+            "",
+            *lines[table[0] : table[0] + 2 + rows],
+            "",
+            f"Top {min(rows, body)} of {body} methods; [the whole comparison]({link}).",
+        ]
+    )
+
+
+def block(readme: Path, begin: str = BEGIN, end: str = END) -> str:
     """The text between the README's markers (without them)."""
     text = readme.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise DmlbenchError(f"{readme}: no {BEGIN} … {END} markers")
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    if begin not in text or end not in text:
+        raise DmlbenchError(f"{readme}: no {begin} … {end} markers")
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def _replace(text: str, begin: str, end: str, new: str) -> str:
+    head, rest = text.split(begin, 1)
+    return f"{head}{begin}\n{new}\n{end}{rest.split(end, 1)[1]}"
 
 
 def write(readme: Path, reports_dir: Path) -> None:
-    """Replace the README's block by the excerpt of the committed report (atomically)."""
+    """Replace the README's blocks by the excerpts of the committed reports (atomically)."""
     text = readme.read_text(encoding="utf-8")
-    new = excerpt(report_path(reports_dir), link=f"{reports_dir.as_posix()}/index.html")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    atomic_write_text(readme, f"{head}{BEGIN}\n{new}\n{END}{tail}")
+    board = excerpt(report_path(reports_dir), link=f"{reports_dir.as_posix()}/index.html")
+    across = across_excerpt(reports_dir / ACROSS, link=f"{reports_dir.as_posix()}/{ACROSS}")
+    text = _replace(text, BEGIN, END, board)
+    atomic_write_text(readme, _replace(text, ACROSS_BEGIN, ACROSS_END, across))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,11 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         block(args.readme)  # refuses a README without markers before anything is written
+        block(args.readme, ACROSS_BEGIN, ACROSS_END)
         write(args.readme, args.reports_dir)
     except (DmlbenchError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"written: the board excerpt of {args.readme}")
+    print(f"written: the board and across-data-sets excerpts of {args.readme}")
     return 0
 
 

@@ -34,12 +34,16 @@ def test_readme_shows_the_committed_tuned_board() -> None:
 def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     page = tmp_path / "README.md"
     page.write_text(
-        f"# title\n\n{readme.BEGIN}\nSTALE BLOCK\n{readme.END}\n\nrest\n", encoding="utf-8"
+        f"# title\n\n{readme.BEGIN}\nSTALE BLOCK\n{readme.END}\n\n"
+        f"{readme.ACROSS_BEGIN}\nSTALE\n{readme.ACROSS_END}\n\nrest\n",
+        encoding="utf-8",
     )
     assert readme.main(["--readme", str(page), "--reports-dir", str(REPORTS)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# title\n\n") and text.endswith("\n\nrest\n")
     assert "STALE BLOCK" not in readme.block(page) and ", tuned: " in readme.block(page)
+    across = readme.block(page, readme.ACROSS_BEGIN, readme.ACROSS_END)
+    assert "STALE" not in across and "Across data sets" in across
 
 
 def test_bad_input_is_one_line_and_exit_2(
@@ -53,3 +57,24 @@ def test_bad_input_is_one_line_and_exit_2(
     assert page.read_text(encoding="utf-8") == "no markers\n"
     with pytest.raises(DmlbenchError, match="no such report"):
         readme.excerpt(tmp_path / "missing.md", link="x")
+
+
+def test_readme_shows_the_committed_comparison_across_data_sets() -> None:
+    """The across block is the class-label section of the committed cross-data-set report:
+    the data sets compared, the caveat, the top rows, and a link to the whole report."""
+    expected = readme.across_excerpt(
+        REPORTS / readme.ACROSS, link="reports/leaderboard/cross-dataset.md"
+    )
+    shown = readme.block(REPO / "README.md", readme.ACROSS_BEGIN, readme.ACROSS_END)
+    assert shown == expected, "README is stale: python -m dmlbench.leaderboard.readme"
+    assert "glyphs-mini" in shown and "not on CUB-200" in shown
+    assert shown.count("\n|") == 2 + readme.ROWS
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert text.index(readme.END) < text.index(readme.ACROSS_BEGIN), "beside the board"
+
+
+def test_across_excerpt_refuses_a_report_without_its_section(tmp_path: Path) -> None:
+    report = tmp_path / "cross-dataset.md"
+    report.write_text("# Across data sets\n\n## Continuous labels\n\n| a |\n", encoding="utf-8")
+    with pytest.raises(DmlbenchError, match="Class labels"):
+        readme.across_excerpt(report, link="x")
