@@ -31,6 +31,8 @@ def test_default_methods_beat_untrained(tmp_path) -> None:  # type: ignore[no-un
         assert value > untrained + 0.15, f"{method}: {value:.3f} vs untrained {untrained:.3f}"
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # 45 s of CI with the rendering; their boards will cover it (docs/protocols.md)
 @pytest.mark.parametrize(("name", "margin"), [("emoji-mini", 0.04), ("icons-mini", 0.03)])
 def test_rendered_data_sets_learn(tmp_path, name: str, margin: float) -> None:  # type: ignore[no-untyped-def]
     """`dmlbench run --protocol NAME --method multi-similarity --seed 0 --no-search` beats the
