@@ -2,10 +2,10 @@
 
 ``python -m dmlbench.perf.update --what leaderboard`` runs what ``dmlbench check --update``
 runs (every board's searches and seeds, the tolerances and the report) and prints its wall
-time against the target, 60 minutes on 2 CPU cores, with the number of runs it made; ``--what
-sweeps`` does the same for ``dmlbench check --update-sweeps``. A resumed regeneration reuses
-the finished records of ``--work-dir``, so only a run from an empty work folder measures the
-whole cost: the report says how many records were reused.
+time against the target, 120 minutes on 2 CPU cores for every committed board, with the number
+of runs it made; ``--what sweeps`` does the same for ``dmlbench check --update-sweeps``. A
+resumed regeneration reuses the finished records of ``--work-dir``, so only a run from an
+empty work folder measures the whole cost: the report says how many records were reused.
 
 One run, not the median of rounds: the figure is an hour that a maintainer pays once. The load
 average at the start and end, and the CPU share other processes used while it ran, are in the
@@ -31,7 +31,7 @@ from dmlbench.perf._common import (
     refuse_if_busy,
 )
 
-TARGET_SECONDS = 60 * 60
+TARGET_SECONDS = 120 * 60  # every board of every embedded protocol, 12 tuned seeds
 
 
 def _count(folder: Path) -> int:
@@ -94,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     body = (
         f"`dmlbench check --update{'-sweeps' if args.what == 'sweeps' else ''}` into "
-        f"{_where(args.leaderboard_dir)} (target: under 60 minutes on 2 cores):\n\n"
+        f"{_where(args.leaderboard_dir)} "
+        f"(target: under {TARGET_SECONDS // 60} minutes on 2 cores):\n\n"
         + markdown_table(table)
         + "\n"
     )
