@@ -102,9 +102,10 @@ def test_a_tuned_entry_is_one_task_whose_search_runs_in_one_process(tmp_path: Pa
         chosen = {n: ["untrained", "contrastive", "npairs"] for n in protocols}
         tasks = check_update._tasks(protocols, chosen, tmp_path / "work")
     shape = [(t.name, t.method, t.seeds) for t in tasks]
-    assert shape[:2] == [(DEF, "untrained", (0, 1, 2)), (TUN, "untrained", (0, 1, 2, 3, 4))]
-    assert shape[2:4] == [(TUN, m, (0, 1, 2, 3, 4)) for m in ("contrastive", "npairs")]
-    assert shape[4:] == [(DEF, m, (s,)) for m in ("contrastive", "npairs") for s in (0, 1, 2)]
+    defaults, tuned = boards.DEFAULTS_SEEDS, boards.TUNED_SEEDS
+    assert shape[:2] == [(DEF, "untrained", defaults), (TUN, "untrained", tuned)]
+    assert shape[2:4] == [(TUN, m, tuned) for m in ("contrastive", "npairs")]
+    assert shape[4:] == [(DEF, m, (s,)) for m in ("contrastive", "npairs") for s in defaults]
     assert all(t.hparams is None and t.selection is None for t in tasks[2:4])
 
 
@@ -145,16 +146,23 @@ def test_update_writes_both_boards_trials_tolerances_and_report(built: Path) -> 
     finals = sorted(
         str(p.relative_to(board)).split("/")[0] + "/" + p.name for p in board.rglob("*final.json")
     )
+    defaults_seeds, tuned_seeds = boards.DEFAULTS_SEEDS, boards.TUNED_SEEDS
     assert finals == sorted(  # every seed's record is committed, not only the re-run seed 0
-        [f"{TUN}/{m}-seed{i}-final.json" for m in ("contrastive", "untrained") for i in range(5)]
-        + [f"{DEF}/{m}-seed{i}-final.json" for m in ("contrastive", "untrained") for i in range(3)]
+        [f"{TUN}/{m}-seed{i}-final.json" for m in ("contrastive", "untrained") for i in tuned_seeds]
+        + [
+            f"{DEF}/{m}-seed{i}-final.json"
+            for m in ("contrastive", "untrained")
+            for i in defaults_seeds
+        ]
     )
     trials = sorted(p.name for p in (board / TUN).rglob("*-search-trial.json"))
     assert trials == [f"contrastive-trial000{i}-search-trial.json" for i in (0, 1)]
     tol = tolerances.load_tolerances(board)
     assert tol is not None and tol.k == tolerances.K and tol.cap == tolerances.CAP
-    assert tol.protocols[DEF].seeds == [0, 1, 2] and tol.protocols[TUN].seeds == [0, 1, 2, 3, 4]
-    for name, seeds in ((DEF, 3), (TUN, 5)):
+    assert tol.protocols[DEF].seeds == list(defaults_seeds) and tol.protocols[TUN].seeds == list(
+        tuned_seeds
+    )
+    for name, seeds in ((DEF, len(defaults_seeds)), (TUN, len(tuned_seeds))):
         entry = tol.protocols[name].methods["contrastive"]
         record = load_record(committed_record(board, "contrastive", name))
         assert set(entry) == set(record.metrics)

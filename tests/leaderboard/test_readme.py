@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.leaderboard import readme
+from dmlbench.leaderboard import boards, readme
 
 REPO = Path(__file__).resolve().parents[2]
 REPORTS = REPO / "reports" / "leaderboard"
@@ -15,12 +15,13 @@ REPORTS = REPO / "reports" / "leaderboard"
 
 def test_readme_shows_the_committed_tuned_board() -> None:
     """The block between the markers is exactly the excerpt of the committed report: the
-    tuned glyphs-mini board, 5 seeds, its significance and stability lines and the link."""
+    tuned glyphs-mini board at the boards' seed count, its significance and stability lines and the link."""
     report = readme.report_path(REPORTS)
     expected = readme.excerpt(report, link="reports/leaderboard/index.html")
     shown = readme.block(REPO / "README.md")
     assert shown == expected, "README board is stale: python -m dmlbench.leaderboard.readme"
-    assert "glyphs-mini v3, tuned: 8-trial search" in shown and "over 5 seeds" in shown
+    seeds = len(boards.TUNED_SEEDS)
+    assert "glyphs-mini v3, tuned: 8-trial search" in shown and f"over {seeds} seeds" in shown
     assert shown.count("\n|") == 2 + readme.ROWS
     assert (
         "Stability over seeds" in shown
