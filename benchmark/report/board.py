@@ -42,6 +42,7 @@ from dmlbench.report.titles import board_title, equivalence_margin, margin_words
 from dmlbench.report.verdicts import (
     N_BOOT,
     WORSE,
+    Replicates,
     compare_with_best,
     crossed_replicates,
     seed_replicates,
@@ -210,16 +211,34 @@ def analyse_board(
     shared = shared_seeds(scores)
     if len(methods) < 2 or len(shared) < 2:
         return base
-    sums = class_sums(records, methods, shared) if metric == "recall@1" else None
-    if sums is not None:
-        reps, resampled = crossed_replicates(methods, *sums), CROSSED
-    else:
-        wide = scores.pivot(index="method", columns="seed", values=metric).loc[list(methods)]
-        values = wide[list(shared)].to_numpy(dtype=np.float64)
-        reps, resampled = seed_replicates(methods, values), SEEDS_ONLY
+    drawn = board_replicates(records, scores, metric, methods, shared)
+    assert drawn is not None  # two shared seeds or more
+    reps, resampled = drawn
     verdicts = compare_with_best(reps, margin, ALPHA, higher)
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return Board(metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability)
+
+
+def board_replicates(
+    records: Sequence[Record],
+    scores: pd.DataFrame,
+    metric: str,
+    methods: tuple[str, ...],
+    seeds: tuple[int, ...],
+    seed: int = 0,
+    n_boot: int = N_BOOT,
+) -> tuple[Replicates, str] | None:
+    """The bootstrap means the verdicts resample, and what was resampled: seeds and test
+    classes crossed where every record carries its per-query Recall@1 hits, else seeds only
+    (None with fewer than 2 seeds). ``seed`` picks the random stream."""
+    sums = class_sums(records, methods, seeds) if metric == "recall@1" and seeds else None
+    if sums is not None:
+        return crossed_replicates(methods, *sums, n_boot=n_boot, seed=seed), CROSSED
+    if len(seeds) < 2:
+        return None
+    wide = scores.pivot(index="method", columns="seed", values=metric)
+    values = wide.loc[list(methods), list(seeds)].to_numpy(dtype=np.float64)
+    return seed_replicates(methods, values, n_boot=n_boot, seed=seed), SEEDS_ONLY
 
 
 def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:

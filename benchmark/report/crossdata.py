@@ -26,14 +26,13 @@ import pandas as pd
 from scipy import stats
 
 from dmlbench.records import Record, atomic_write_text
-from dmlbench.report.board import Board, analyse_board, shared_seeds
+from dmlbench.report.board import Board, analyse_board, board_replicates, shared_seeds
 from dmlbench.report.plots import is_sweep_point
-from dmlbench.report.query_tests import class_sums
 from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
 from dmlbench.report.results import board_of
 from dmlbench.report.tables import records_frame, render_markdown, to_csv
 from dmlbench.report.titles import DEFAULTS_WORDS, margin_words, rebuilt_protocol
-from dmlbench.report.verdicts import N_BOOT, Replicates, crossed_replicates, seed_replicates
+from dmlbench.report.verdicts import N_BOOT, Replicates
 
 ALPHA = 0.05
 MIN_METHODS = 3  # τ over two methods is ±1 and says nothing
@@ -110,14 +109,10 @@ def _replicates(records: Sequence[Record], board: Board, stream: int) -> Replica
     assert board.metric is not None
     methods = tuple(sorted(board.scores["method"].unique()))
     seeds = shared_seeds(board.scores)
-    sums = class_sums(records, methods, seeds) if board.metric == "recall@1" and seeds else None
-    if sums is not None:
-        return crossed_replicates(methods, *sums, n_boot=N_BOOT, seed=stream)
-    if len(seeds) < 2:
-        return None
-    wide = board.scores.pivot(index="method", columns="seed", values=board.metric)
-    values = wide.loc[list(methods), list(seeds)].to_numpy(dtype=np.float64)
-    return seed_replicates(methods, values, n_boot=N_BOOT, seed=stream)
+    drawn = board_replicates(
+        records, board.scores, board.metric, methods, seeds, seed=stream, n_boot=N_BOOT
+    )
+    return drawn[0] if drawn is not None else None
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
