@@ -20,6 +20,7 @@ permuted without their ``index`` cannot be told apart from another model's embed
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import time
 import zipfile
@@ -83,13 +84,15 @@ def external_model(
         raise DataError(f"external model {name}: {field}: {err.errors()[0]['msg']}") from None
 
 
-def read_file(path: Path) -> dict[str, np.ndarray]:
-    """Every array of an ``.npz`` file, without running code stored in it (no pickles)."""
+def read_file(path: Path) -> tuple[dict[str, np.ndarray], str]:
+    """Every array of an ``.npz`` file, without running code stored in it (no pickles), and
+    the file's SHA-256 (the record names the exact embeddings it scored); read once."""
     if not path.is_file():
         raise DataError(f"{path}: no such embeddings file")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+        raw = path.read_bytes()
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}, hashlib.sha256(raw).hexdigest()
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise DataError(f"{path}: not a readable .npz file ({type(err).__name__})") from None
 
@@ -195,12 +198,11 @@ def score_file(
     ``None``: the file's ``seed`` (a kept run's, whose numbers it then reproduces), else 0.
     """
     started = time.perf_counter()
-    arrays = read_file(path)
+    arrays, sha = read_file(path)
     if seed is None:
         seed = int(arrays["seed"]) if arrays.get("seed", np.empty(1)).ndim == 0 else 0
     data = load_data(protocol, data_root)
     embeddings = check_rows(arrays, path, protocol, data)
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
     model = describe(arrays, int(embeddings.shape[1]), sha)
     return score(protocol, embeddings, data, model, seed, started=started)
 
