@@ -6,6 +6,8 @@ time against the target, 120 minutes on 2 CPU cores for every committed board, w
 of runs it made; ``--what sweeps`` does the same for ``dmlbench check --update-sweeps``. A
 resumed regeneration reuses the finished records of ``--work-dir``, so only a run from an
 empty work folder measures the whole cost: the report says how many records were reused.
+``--from-records`` trains nothing and reports instead what the committed boards' own records
+say that regeneration costs (:func:`records_cost`), the figure a resumed regeneration can give.
 
 One run, not the median of rounds: the figure is an hour that a maintainer pays once. The load
 average at the start and end, and the CPU share other processes used while it ran, are in the
@@ -44,6 +46,35 @@ def _where(folder: Path) -> str:
     return str(default) if folder == default else f"a scratch folder (not {default})"
 
 
+def records_cost(lb_dir: Path, names: Sequence[str], jobs: int) -> list[Row]:
+    """Per board and in all: the runs its committed records hold (final runs, search trials,
+    untrained rows) and their summed ``timings.wall_seconds`` divided by ``jobs``.
+
+    Each run trains on one torch thread, ``jobs`` at a time, so the sum over ``jobs`` is the
+    wall time of a regeneration from an empty work folder that keeps every job busy. It leaves
+    out the tolerances and the report (seconds), and a run's time includes whatever ran beside
+    it: an upper bound for a quiet machine of the CPU that made the records.
+    """
+    from dmlbench.records import load_record
+
+    rows, total = [], 0.0
+    for name in names:
+        seconds = [
+            load_record(p).timings.wall_seconds for p in sorted((lb_dir / name).rglob("*.json"))
+        ]
+        total += sum(seconds)
+        rows.append(Row(f"{name}: records", len(seconds)))
+        rows.append(Row(f"{name}: summed run time / {jobs} jobs, min", sum(seconds) / jobs / 60))
+    rows.append(
+        Row(
+            f"every board: summed run time / {jobs} jobs, min (peer: the target)",
+            total / jobs / 60,
+            TARGET_SECONDS / 60,
+        )
+    )
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dmlbench.perf.update",
@@ -53,15 +84,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--what", choices=["leaderboard", "sweeps"], default="leaderboard")
     parser.add_argument("--leaderboard-dir", type=Path, default=Path("results/leaderboard"))
     parser.add_argument("--reports-dir", type=Path, default=Path("reports/leaderboard"))
-    parser.add_argument("--work-dir", type=Path, required=True, help="records of all runs")
+    parser.add_argument("--work-dir", type=Path, help="records of all runs (required to run)")
+    parser.add_argument(
+        "--from-records",
+        action="store_true",
+        help="train nothing: the cost the committed records' run times add up to",
+    )
+    parser.add_argument(
+        "--made-on", default="a CPU not named", help="with --from-records: the CPU that made them"
+    )
     parser.add_argument("--jobs", type=int, default=0, help="as dmlbench check --jobs")
     add_common_options(parser)
     args = parser.parse_args(argv)
+    jobs = args.jobs or default_jobs()
+    if args.from_records:  # nothing runs, so the machine's load does not matter
+        if args.what != "leaderboard":
+            parser.error("--from-records reports the leaderboard's boards only")
+        body = (
+            f"Regenerating every board of {_where(args.leaderboard_dir)} from an empty work "
+            f"folder, from its records' run times ({jobs} jobs; target: under "
+            f"{TARGET_SECONDS // 60} minutes on 2 cores). The runs ran on {args.made_on} (the "
+            "records do not name their CPU); the machine below only added them up:\n\n"
+            + markdown_table(records_cost(args.leaderboard_dir, list(boards.LEADERBOARD), jobs))
+            + "\n"
+        )
+        emit("dmlbench.perf.update --from-records", machine_info(), body, args.out)
+        return 0
+    if args.work_dir is None:
+        parser.error("--work-dir is required unless --from-records")
     refused = refuse_if_busy(args)
     if refused is not None:
         return refused
     info = machine_info()
-    jobs = args.jobs or default_jobs()
     before = _count(args.work_dir)
     start = time.perf_counter()
     if args.what == "leaderboard":

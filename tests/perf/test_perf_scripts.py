@@ -180,3 +180,57 @@ def test_gpu_script_runs_on_a_cpu_and_says_so(capsys: pytest.CaptureFixture[str]
     assert float(rows["small-cnn: fp32 channels-last / fp32 images/s"]["ratio"]) > 0
     assert float(rows["evaluation 600×16: MAP@R, absolute difference ours − peer"]["ours"]) < 1e-6
     assert float(rows["evaluation 600×16: retrieval metrics, s"]["ratio"]) > 0
+
+
+def test_update_from_records_adds_up_the_committed_run_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--from-records`` sums each board's records' wall seconds over the jobs; the sum is
+    recomputed here from the JSON files, and a board without records counts zero."""
+    import json
+    import shutil
+
+    from dmlbench.leaderboard import boards
+    from dmlbench.perf import update as perf_update
+
+    committed = Path(__file__).parents[2] / "results" / "leaderboard"
+    name = next(iter(boards.LEADERBOARD))
+    sources = sorted((committed / name).rglob("*.json"))[:3]
+    assert len(sources) == 3
+    for src in sources:
+        dest = tmp_path / src.relative_to(committed)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dest)
+    seconds = sum(json.loads(p.read_text())["timings"]["wall_seconds"] for p in sources)
+    code = perf_update.main(["--from-records", "--leaderboard-dir", str(tmp_path), "--jobs", "2"])
+    assert code == 0
+    rows = {r["figure"]: r for r in parse_table(capsys.readouterr().out)}
+    assert rows[f"{name}: records"]["ours"] == "3"
+    assert float(rows[f"{name}: summed run time / 2 jobs, min"]["ours"]) == pytest.approx(
+        seconds / 2 / 60, abs=1e-3
+    )
+    total = rows["every board: summed run time / 2 jobs, min (peer: the target)"]
+    assert float(total["ours"]) == pytest.approx(seconds / 2 / 60, abs=1e-3)
+    assert float(total["peer"]) == perf_update.TARGET_SECONDS / 60
+
+
+@pytest.mark.parametrize("everything", [False, True])
+def test_check_script_passes_all_to_the_check(
+    everything: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--all`` reaches the check as ``everything`` and drops the target (CI's plain check's)."""
+    from dmlbench.perf import check as perf_check
+
+    seen: list[bool] = []
+
+    def fake_check(*args: object, everything: bool = False, **kwargs: object) -> list[object]:
+        seen.append(everything)
+        return []
+
+    monkeypatch.setattr(perf_check, "run_check", fake_check)
+    assert perf_check.main(["--all"] if everything else []) == 0
+    out = capsys.readouterr().out
+    assert seen == [everything]
+    [wall] = [r for r in parse_table(out) if r["figure"].startswith("whole check: wall time")]
+    assert (wall["peer"] == "—") == everything
+    assert ("`dmlbench check --all`" in out) == everything
