@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dmlbench.report.figures import save_png_svg
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
 
@@ -105,7 +105,5 @@ def save_bars(table: pd.DataFrame, metric: str, title: str, stem: Path) -> list[
     stem.parent.mkdir(parents=True, exist_ok=True)
     # not with_suffix: a sweep's protocol name has dots (``p@model.embedding_size=16``)
     png, svg = (stem.parent / f"{stem.name}.{ext}" for ext in ("png", "svg"))
-    with matplotlib.rc_context({"svg.hashsalt": "dmlbench", "hatch.linewidth": 0.8}):
-        fig.savefig(png, dpi=120, metadata={"Software": None})
-        fig.savefig(svg, metadata={"Date": None, "Creator": None})
+    save_png_svg(fig, png, svg, hatch_linewidth=0.8)
     return [png, svg]

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dmlbench.report.figures import save_png_svg
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
 from dmlbench.report.verdicts import EQUIVALENT, WORSE
@@ -83,7 +83,5 @@ def save_forest(
     fig = draw_forest(forest_data(verdicts, metric), metric, margin, title)
     stem.parent.mkdir(parents=True, exist_ok=True)
     png, svg = (stem.parent / f"{stem.name}.{ext}" for ext in ("png", "svg"))
-    with matplotlib.rc_context({"svg.hashsalt": "dmlbench"}):
-        fig.savefig(png, dpi=120, metadata={"Software": None})
-        fig.savefig(svg, metadata={"Date": None, "Creator": None})
+    save_png_svg(fig, png, svg)
     return [png, svg]

@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 
 from dmlbench.records import UNTRAINED, Record
+from dmlbench.report.figures import save_png_svg
 from dmlbench.report.tables import MixedProtocolsError
 
 if TYPE_CHECKING:
@@ -241,7 +242,6 @@ def write_sweep_plots(
         fig = draw_sweep(points, protocol, key, metrics, (budgets or {}).get(protocol))
         out_dir.mkdir(parents=True, exist_ok=True)
         png, svg = (out_dir / f"sweep-{protocol}-{key}.{ext}" for ext in ("png", "svg"))
-        fig.savefig(png, dpi=120)
-        fig.savefig(svg)
+        save_png_svg(fig, png, svg)
         written.append(png)
     return written

@@ -146,3 +146,18 @@ def test_sweep_plot_in_percent_with_distinct_colours_and_an_outside_legend() -> 
     assert len(colours) == len(lines) == 3
     assert ndcg.get_legend() is None and len(fig.legends) == 1
     assert "paper defaults, no search" in fig._suptitle.get_text()
+
+
+def test_a_rerender_rewrites_the_same_bytes(tmp_path) -> None:
+    """Sweep figures carry no date, software version or random SVG ids: rendering the same
+    records twice writes identical files, so a re-render changes no committed figure."""
+    df = sweep_points(sweep_records())
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_sweep_plots(df, first)
+    write_sweep_plots(df, second)
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir()) and len(names) == 2
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    svg = (first / "sweep-poses-model.embedding_size.svg").read_text()
+    assert "<dc:date>" not in svg and "Matplotlib v" not in svg
