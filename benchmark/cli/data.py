@@ -1,4 +1,5 @@
-"""``dmlbench data prepare``: real data sets into place (:mod:`dmlbench.data.prepare`)."""
+"""``dmlbench data prepare``: real data sets into place (:mod:`dmlbench.data.prepare`), and
+``dmlbench data figure``: a grid of a rendered set's classes by their sources."""
 
 from __future__ import annotations
 
@@ -44,12 +45,28 @@ def prepare_rendered(name: str, root: str | None) -> int:
     return 0
 
 
+def cmd_figure(args: argparse.Namespace) -> int:
+    """A few classes of a rendered set (``--classes``, else the module's ``FIGURE_CLASSES``)
+    by its sources, from ``--root`` or the cache (prepared on first use)."""
+    import importlib
+
+    from dmlbench.data.base import cache_dir
+    from dmlbench.data.rendered import figure
+
+    module = importlib.import_module(RENDERED[args.name])
+    root = Path(args.root).expanduser() if args.root else module.prepared_root(cache_dir())
+    classes = args.classes.split(",") if args.classes else module.FIGURE_CLASSES
+    print(figure(root, classes, module.FIGURE_SOURCES, Path(args.out)))
+    return 0
+
+
 EPILOG = """examples:
   dmlbench data prepare cub200 --root $DMLBENCH_DATA/CUB_200_2011
   dmlbench data prepare cars196 --root $DMLBENCH_DATA/CARS196     # prints where files go
   dmlbench data prepare cub200 --root DIR --url file:///mirror/CUB_200_2011.tgz
   dmlbench data prepare icons                # renders the icon themes into the cache
   dmlbench data prepare emoji                # renders the emoji vendors into the cache
+  dmlbench data figure emoji --out emoji.png # a grid of 8 classes by their vendors
 """
 
 
@@ -92,6 +109,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="download and extract even though ROOT already holds files (which may be overwritten)",
     )
     prep.set_defaults(func=cmd_prepare)
+
+    fig = actions.add_parser(
+        "figure",
+        help="a grid of a rendered set's classes (rows) by their sources (columns)",
+        description="Draw a few classes of a rendered data set, one column per vendor or "
+        "theme, as stored after preparing: what the retrieval task looks like.",
+        epilog="example:\n  dmlbench data figure icons --out icons.png --classes go-next,printer",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fig.add_argument("name", choices=sorted(RENDERED), help="rendered data set")
+    fig.add_argument("--out", required=True, help="PNG file to write")
+    fig.add_argument(
+        "--root", default=None, help="a prepared root (default: the cache, prepared on first use)"
+    )
+    fig.add_argument(
+        "--classes", default=None, help="comma-separated class names (default: eight chosen)"
+    )
+    fig.set_defaults(func=cmd_figure)
 
     def show_help(args: argparse.Namespace) -> int:
         data.print_help()

@@ -22,14 +22,12 @@ neither (the same data moved elsewhere is the same data).
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -113,42 +111,6 @@ class CustomImages(ImageSource):
                 test=square(specs.test, files, f"{self.name}: images.test"),
             )
         return super().load(params, root, cache_dir)
-
-
-class GroupSplitParams(FrozenModel):
-    """``data.params`` of a prepared set: the groups (index column ``group``) held out for test."""
-
-    test_groups: tuple[str, ...] = Field(min_length=1)
-
-
-class RenderedImages(CustomImages):
-    """A set this package renders into the cache (emoji, icons) and loads as a bring-your-own
-    root: no data root, split by the index's groups, and no flip augmentation (a mirrored
-    drawing is another class: :attr:`mirrored`). Subclasses give :meth:`prepared_root`."""
-
-    reads_root = False
-    mirrored: ClassVar[str]  # what a mirror image would be, for the refusal's one line
-
-    def prepared_root(self, cache_dir: Path) -> Path:
-        """The prepared root under ``cache_dir``, rendered on first use."""
-        raise NotImplementedError
-
-    def entries(self, params: GroupSplitParams, root: Path) -> list[Entry]:
-        return index_entries(root, SplitSpec(test_groups=params.test_groups))
-
-    def load(self, params: GroupSplitParams, root: Path | None, cache_dir: Path) -> DataSplits:
-        """The prepared root, loaded as a bring-your-own root (a flip is refused before
-        anything is rendered); the fingerprint also covers ``sources.yaml``, the sources'
-        versions and the render settings, which the manifest's paths and sizes do not."""
-        if self.images is not None and self.images.train.hflip > 0:
-            raise DataError(f"{self.name}: images.train.hflip must be 0: mirrored, {self.mirrored}")
-        prepared = self.prepared_root(cache_dir)
-        splits = super().load(params, prepared, cache_dir)
-        h = hashlib.sha256(splits.fingerprint.encode())
-        h.update((prepared / "sources.yaml").read_bytes())
-        splits.fingerprint = h.hexdigest()
-        splits.info["sources"] = str(prepared / "sources.yaml")
-        return splits
 
 
 def square(spec: TransformSpec, files: list[Path], where: str) -> TransformSpec:

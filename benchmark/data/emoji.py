@@ -28,7 +28,6 @@ measures canvas, box, background ring and alpha-edge sharpness per source.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -47,7 +46,7 @@ from PIL import Image, ImageDraw, ImageFont, features
 from pydantic import Field
 
 from dmlbench.data.base import DATASETS
-from dmlbench.data.custom import GroupSplitParams, RenderedImages
+from dmlbench.data.rendered import GroupSplitParams, RenderedImages, prepared_under
 from dmlbench.errors import DataError
 
 RENDER_VERSION = 2
@@ -186,6 +185,7 @@ SOURCES = (
     Source("noto", "fonts-noto-color-emoji", "", ("NotoColorEmoji.ttf",), 109),
     Source("symbola", "fonts-symbola", "", ("Symbola_hint.ttf", "Symbola.ttf"), 72, colour=False),
 )
+FIGURE_SOURCES = tuple(s.name for s in SOURCES)
 SOURCE_KEYS = ("name", "package", "version", "licence", "url", "images")
 ABOUT = {  # each source's licence and home, for sources.yaml
     "twemoji": ("CC-BY-4.0 (graphics), MIT (code)", "https://github.com/jdecked/twemoji"),
@@ -363,47 +363,9 @@ def render_all(chosen: list[tuple[Emoji, list[Source]]], root: Path) -> list[lis
 
 
 def prepared_root(cache: Path) -> Path:
-    """The prepared set under ``cache``, rendered on first use (one process renders, the
-    others wait on a file lock), keyed by the hash of :func:`settings`."""
-    from filelock import FileLock
-
-    key = hashlib.sha256(json.dumps(settings(), sort_keys=True).encode()).hexdigest()[:16]
-    folder = Path(cache) / "emoji"
-    folder.mkdir(parents=True, exist_ok=True)
-    root = folder / key
-    with FileLock(str(folder / f"{key}.lock")):
-        if not (root / "index.csv").is_file():
-            prepare(root)
-    return root
-
-
-def figure(path: str | Path, labels: Sequence[str] = FIGURE_CLASSES) -> Path:
-    """A grid of classes (rows, with their group) by sources (columns), as stored: the docs'
-    figure, ``python -c "from dmlbench.data.emoji import figure; figure('emoji.png')"``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    chosen = select(labels)
-    fig, axes = plt.subplots(len(chosen), len(SOURCES), figsize=(5.2, 1.1 * len(chosen)))
-    for i, (emoji, drawn) in enumerate(chosen):
-        axes[i, 0].set_ylabel(f"{emoji.label}\n{emoji.group}", fontsize=7)
-        for j, source in enumerate(SOURCES):
-            ax = axes[i, j]
-            ax.set_xticks([])
-            ax.set_yticks([])
-            axes[0, j].set_title(source.name, fontsize=8)
-            if source in drawn:
-                ax.imshow(composite(normalise(source.render(emoji))), interpolation="nearest")
-            else:
-                ax.text(0.5, 0.5, "not drawn", ha="center", va="center", fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    """The prepared set under ``cache/emoji``, rendered on first use, keyed by the hash of
+    :func:`settings` (which holds every source's version)."""
+    return prepared_under(Path(cache) / "emoji", json.dumps(settings(), sort_keys=True), prepare)
 
 
 class EmojiParams(GroupSplitParams):

@@ -46,7 +46,7 @@ from PIL import Image
 from pydantic import Field
 
 from dmlbench.data.base import DATASETS
-from dmlbench.data.custom import GroupSplitParams, RenderedImages
+from dmlbench.data.rendered import GroupSplitParams, RenderedImages, prepared_under
 from dmlbench.errors import DataError
 
 SIZE = 64  # stored canvas, px
@@ -370,24 +370,12 @@ def prepare(dest: Path, classes: tuple[str, ...] | None = None) -> Path:
 
 
 def prepared_root(cache: Path) -> Path:
-    """The prepared set under ``cache/icons/<key>``, rendered on first use (under a lock).
-
-    The key hashes the theme packages' versions and :func:`settings`: an upgraded theme or
-    a changed pipeline is a new folder, never a stale one.
-    """
-    from filelock import FileLock
-
+    """The prepared set under ``cache/icons``, rendered on first use, keyed by the theme
+    packages' versions, :func:`settings` and the theme folders: an upgraded theme or a changed
+    pipeline is a new folder, never a stale one."""
     folders = theme_folders()
-    key_text = repr(([(s["package"], s["version"]) for s in sources()], settings(), folders))
-    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
-    root = cache / "icons" / key
-    if (root / "index.csv").is_file():
-        return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root) + ".lock"):
-        if not (root / "index.csv").is_file():
-            prepare(root)
-    return root
+    key = repr(([(s["package"], s["version"]) for s in sources()], settings(), folders))
+    return prepared_under(cache / "icons", key, prepare)
 
 
 class IconsParams(GroupSplitParams):
@@ -396,6 +384,7 @@ class IconsParams(GroupSplitParams):
     test_groups: tuple[str, ...] = Field(TEST_GROUPS, min_length=1)
 
 
+@DATASETS.register("icons")
 class Icons(RenderedImages):
     """Freedesktop icon names across five themes; prepared on first use, split by context."""
 
@@ -408,9 +397,6 @@ class Icons(RenderedImages):
         return prepared_root(cache_dir)
 
 
-if __name__ != "__main__":  # run as a script (--figure), the package has registered it already
-    DATASETS.register("icons")(Icons)
-
 FIGURE_CLASSES = (
     "go-next",
     "accessories-calculator",
@@ -421,50 +407,4 @@ FIGURE_CLASSES = (
     "utilities-terminal",
     "x-office-document",
 )
-
-
-def figure(root: Path, path: Path, classes: tuple[str, ...] = FIGURE_CLASSES) -> Path:
-    """A grid of prepared images: one row per class, one column per theme (blank: not drawn)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    themes = [t.folder for t in THEMES]
-    fig, axes = plt.subplots(
-        len(classes), len(themes), figsize=(1.3 * len(themes), 1.2 * len(classes))
-    )
-    for i, name in enumerate(classes):
-        for j, theme in enumerate(themes):
-            ax = axes[i, j]
-            ax.set_xticks([])
-            ax.set_yticks([])
-            file = root / "images" / name / f"{theme}.png"
-            blank = np.full((SIZE, SIZE, 3), BACKGROUND, np.uint8)  # a theme without the name
-            ax.imshow(np.asarray(Image.open(file)) if file.is_file() else blank)
-            if i == 0:
-                ax.set_title(theme, fontsize=8)
-            if j == 0:
-                ax.set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dmlbench.data.icons --figure PATH``: prepare (cached) and draw the grid."""
-    import argparse
-
-    from dmlbench.data.base import cache_dir
-
-    parser = argparse.ArgumentParser(prog="python -m dmlbench.data.icons")
-    parser.add_argument("--figure", type=Path, required=True, help="PNG to write")
-    args = parser.parse_args(argv)
-    print(figure(prepared_root(cache_dir()), args.figure))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+FIGURE_SOURCES = tuple(t.folder for t in THEMES)

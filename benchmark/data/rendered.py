@@ -1,0 +1,118 @@
+"""The sets this package renders from installed packages (emoji, icons): what they share.
+
+Each is prepared once into the bring-your-own layout of :mod:`dmlbench.data.custom`
+(``ROOT/images/<class>/<source>.png`` and ``ROOT/index.csv`` with a ``group`` column) under
+the cache, in a folder keyed by everything that decides its pixels, and loaded through that
+generic path, so real data exercises it in every test run. A figure of a few classes by their
+sources shows a reader what the retrieval task is.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from dmlbench.data.base import DataSplits
+from dmlbench.data.custom import CustomImages, SplitSpec, index_entries
+from dmlbench.data.files import Entry
+from dmlbench.errors import DataError
+from dmlbench.protocol import FrozenModel
+
+
+class GroupSplitParams(FrozenModel):
+    """``data.params`` of a prepared set: the groups (index column ``group``) held out for test."""
+
+    test_groups: tuple[str, ...] = Field(min_length=1)
+
+
+class RenderedImages(CustomImages):
+    """A set this package renders into the cache (emoji, icons) and loads as a bring-your-own
+    root: no data root, split by the index's groups, and no flip augmentation (a mirrored
+    drawing is another class: :attr:`mirrored`). Subclasses give :meth:`prepared_root`."""
+
+    reads_root = False
+    mirrored: ClassVar[str]  # what a mirror image would be, for the refusal's one line
+
+    def prepared_root(self, cache_dir: Path) -> Path:
+        """The prepared root under ``cache_dir``, rendered on first use."""
+        raise NotImplementedError
+
+    def entries(self, params: GroupSplitParams, root: Path) -> list[Entry]:
+        return index_entries(root, SplitSpec(test_groups=params.test_groups))
+
+    def load(self, params: GroupSplitParams, root: Path | None, cache_dir: Path) -> DataSplits:
+        """The prepared root, loaded as a bring-your-own root (a flip is refused before
+        anything is rendered); the fingerprint also covers ``sources.yaml``, the sources'
+        versions and the render settings, which the manifest's paths and sizes do not."""
+        if self.images is not None and self.images.train.hflip > 0:
+            raise DataError(f"{self.name}: images.train.hflip must be 0: mirrored, {self.mirrored}")
+        prepared = self.prepared_root(cache_dir)
+        splits = super().load(params, prepared, cache_dir)
+        h = hashlib.sha256(splits.fingerprint.encode())
+        h.update((prepared / "sources.yaml").read_bytes())
+        splits.fingerprint = h.hexdigest()
+        splits.info["sources"] = str(prepared / "sources.yaml")
+        return splits
+
+
+def prepared_under(folder: Path, key_material: str, prepare: Callable[[Path], Path]) -> Path:
+    """``folder/<key>``, the first 16 hex digits of the SHA-256 of ``key_material`` (what
+    decides the pixels: settings, source versions), prepared by ``prepare`` on first use.
+
+    One process renders and the others wait on a file lock; a changed source or pipeline is a
+    new folder, never a stale one.
+    """
+    from filelock import FileLock
+
+    key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
+    root = folder / key
+    if (root / "index.csv").is_file():
+        return root
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root) + ".lock"):
+        if not (root / "index.csv").is_file():
+            prepare(root)
+    return root
+
+
+def figure(root: Path, classes: Sequence[str], sources: Sequence[str], path: Path) -> Path:
+    """A grid of prepared images: one row per class (with its group), one column per source;
+    "not drawn" where a source lacks the class. Written to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    index = root / "index.csv"
+    if not index.is_file():
+        raise DataError(f"{root}: no index.csv; not a prepared data set")
+    with index.open(newline="", encoding="utf-8") as f:
+        groups = {row["label"]: row.get("group", "") for row in csv.DictReader(f)}
+    missing = [c for c in classes if c not in groups]
+    if missing:
+        raise DataError(f"{index}: no class {missing[0]!r}")
+    fig, axes = plt.subplots(
+        len(classes), len(sources), figsize=(1.3 * len(sources), 1.2 * len(classes)), squeeze=False
+    )
+    for i, label in enumerate(classes):
+        axes[i, 0].set_ylabel(f"{label}\n{groups[label]}", fontsize=7)
+        for j, source in enumerate(sources):
+            ax = axes[i, j]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            axes[0, j].set_title(source, fontsize=8)
+            file = root / "images" / label / f"{source}.png"
+            if file.is_file():
+                ax.imshow(plt.imread(file), interpolation="nearest")
+            else:
+                ax.text(0.5, 0.5, "not drawn", ha="center", va="center", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return path
