@@ -13,10 +13,6 @@ import hashlib
 import json
 import math
 import os
-import platform
-import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -28,7 +24,7 @@ from pydantic import Field, ValidationError, model_validator
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import Protocol, StrictModel
-from dmlbench.simd import in_force as simd_in_force
+from dmlbench.provenance import command_line, environment
 
 SCHEMA_VERSION = 1
 # The method name of the untrained baseline row every seed gets (the randomly initialised
@@ -335,85 +331,10 @@ def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], 
     return records, problems
 
 
-def command_line() -> str:
-    """The command that made a record, with the program by its name (``dmlbench run ...``),
-    not by the path of the interpreter or virtual environment it ran from."""
-    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    if program == "__main__.py":
-        program = "dmlbench"
-    return shlex.join([program, *sys.argv[1:]])
-
-
-def package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in (
-        "dmlbench",
-        "torch",
-        "torchvision",
-        "timm",
-        "faiss-cpu",
-        "optuna",
-        "numpy",
-        "pytorch-metric-learning",
-        "scikit-learn",
-        "pandas",
-    ):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            continue
-    return out
-
-
-def git_commit() -> str | None:
-    """The commit of the dmlbench checkout (``+dirty`` when it has uncommitted changes)."""
-    here = Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sha + ("+dirty" if dirty else "")
-
-
-def cpu_name() -> str:
-    """The CPU model (``/proc/cpuinfo`` on Linux, else what :mod:`platform` knows)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def record_precision(record: Record) -> str:
     """``env.precision``; ``"fp32"`` for records made before it was recorded (all on the CPU,
     where autocast is off). Committed records are not rewritten: their SHA-256 is checked."""
     return str(record.env.get("precision") or "fp32")
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity on Linux, else all of them)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def new_record(protocol: Protocol, *, device: str, precision: str, **fields: Any) -> Record:
@@ -423,22 +344,3 @@ def new_record(protocol: Protocol, *, device: str, precision: str, **fields: Any
     ref = ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash)
     env = environment(device, precision)
     return Record(protocol=ref, env=env, command=command_line(), **fields)
-
-
-def environment(device: str, precision: str) -> dict[str, Any]:
-    """The machine and settings a record was made with; ``precision`` is the run's training
-    precision (``Accel.precision``: ``fp32``, ``bf16``, ``fp16``), the same for its untrained
-    baseline so that both share a table."""
-    import torch
-
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "device": device,
-        "precision": precision,
-        "cuda": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
-        "torch_threads": torch.get_num_threads(),
-        "simd": simd_in_force(),
-        "packages": package_versions(),
-        "git_commit": git_commit(),
-    }

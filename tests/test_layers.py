@@ -1,7 +1,7 @@
 """The architecture is enforced, not only drawn: every import points down the pipeline.
 
 Layers, lowest first (docs/development.md, "Layout"): the foundations (errors, registry, atomic
-writes, the SIMD pin, the run options), then protocols and records, then the components, each
+writes, the SIMD pin, the run options, provenance), then protocols and records, then the components, each
 its own layer in this order: data, models, metrics, methods; then the engine, the search, the
 orchestration (run, report), the leaderboard, and on top the command line and the benchmark
 scripts. A module may import its own layer and those below it. Imports under
@@ -34,6 +34,7 @@ LAYERS = [
         "dmlbench.atomic",
         "dmlbench.simd",
         "dmlbench.options",
+        "dmlbench.provenance",
     },
     {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records"},
     # the components, each its own layer so that a circle among them fails

@@ -96,7 +96,7 @@ def test_mkl_reports_the_branch_it_took_not_the_one_asked_for() -> None:
 
 
 def test_records_carry_the_level_in_force() -> None:
-    from dmlbench.records import environment
+    from dmlbench.provenance import environment
 
     env = environment("cpu", "fp32")
     assert set(env["simd"]) == {"torch", "onednn_max_isa", "mkl", "faiss"}

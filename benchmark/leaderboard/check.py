@@ -46,7 +46,8 @@ from dmlbench.leaderboard.tolerances import (
     load_tolerances,
     verify_checksums,
 )
-from dmlbench.records import Record, cpu_name, load_records
+from dmlbench.provenance import cpu_name
+from dmlbench.records import Record, load_records
 
 if TYPE_CHECKING:
     from dmlbench.protocol import Protocol

@@ -46,7 +46,7 @@ class Task:
 
 def default_jobs() -> int:
     """The usable CPUs, at most 8 (each job holds a data set and a model in memory)."""
-    from dmlbench.records import usable_cpus
+    from dmlbench.provenance import usable_cpus
 
     return max(1, min(usable_cpus(), 8))
 

@@ -63,7 +63,7 @@ STAGING = ".staging"  # a full update's new board folders, before they are swapp
 
 
 def machine(jobs: int) -> dict[str, Any]:
-    from dmlbench.records import cpu_name, git_commit, package_versions
+    from dmlbench.provenance import cpu_name, git_commit, package_versions
 
     return {
         "platform": platform.platform(),

@@ -154,7 +154,7 @@ def machine_info() -> dict[str, str]:
     import pytorch_metric_learning
 
     from dmlbench import simd
-    from dmlbench.records import cpu_name, usable_cpus
+    from dmlbench.provenance import cpu_name, usable_cpus
 
     return {
         "cores": f"{usable_cpus()} (torch threads {torch.get_num_threads()})",
@@ -242,7 +242,7 @@ def busy(load_1min: float | None, cores: int) -> bool:
 def refuse_if_busy(args: argparse.Namespace) -> int | None:
     """Exit status 2 (after one ``error:`` line) when asked to write a report on a busy
     machine without ``--noisy``; ``None`` to go on. Call it first, before any timing."""
-    from dmlbench.records import usable_cpus
+    from dmlbench.provenance import usable_cpus
 
     _START[:] = [CpuSnapshot.now()]
     load, cores = _load_1min(load_averages()), usable_cpus()
@@ -346,7 +346,7 @@ def noisy_banner(info: dict[str, str]) -> str:
     """The warning a report starts with when the machine was busy: a start load above half
     the cores, or other processes keeping more than a quarter of the cores busy while it ran
     (its own threads do not count: see :class:`CpuSnapshot`)."""
-    from dmlbench.records import usable_cpus
+    from dmlbench.provenance import usable_cpus
 
     cores = usable_cpus()
     start = _load_1min(info.get(LOAD_KEY, "?"))
@@ -367,7 +367,7 @@ def emit(title: str, info: dict[str, str], body: str, out: Path | None) -> str:
 
     The load average at the end is added to the machine's description here.
     """
-    from dmlbench.records import usable_cpus
+    from dmlbench.provenance import usable_cpus
 
     info = {**info, END_LOAD_KEY: load_averages()}
     share = others_share(_START[0], CpuSnapshot.now(), usable_cpus()) if _START else None

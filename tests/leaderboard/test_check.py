@@ -344,7 +344,7 @@ def test_off_the_portable_path_the_tolerance_is_the_seed_noise(
     seed-like noise: the check says so, naming both CPUs, and tolerates 3 x the seed spread,
     uncapped, where the capped tolerance would fail; --strict keeps the cap."""
     from dmlbench import simd
-    from dmlbench.records import cpu_name
+    from dmlbench.provenance import cpu_name
 
     _made_on_another_cpu(board)
     monkeypatch.setattr(simd, "applies", lambda: False)

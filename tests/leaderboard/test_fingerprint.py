@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from dmlbench.leaderboard import check, fingerprint, tolerances
-from dmlbench.records import cpu_name
+from dmlbench.provenance import cpu_name
 
 LEADERBOARD_DIR = Path(__file__).resolve().parents[2] / "results" / "leaderboard"
 

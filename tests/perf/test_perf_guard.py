@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import dmlbench.records
+import dmlbench.provenance
 from dmlbench.perf import _common as perf_common
 from dmlbench.perf import check as perf_check
 from dmlbench.perf import evaluate as perf_evaluate
@@ -34,7 +34,7 @@ SCRIPTS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
 
 def fake_machine(monkeypatch: pytest.MonkeyPatch, load: float, cores: int = 2) -> None:
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(dmlbench.records, "usable_cpus", lambda: cores)
+    monkeypatch.setattr(dmlbench.provenance, "usable_cpus", lambda: cores)
     # no CPU accounting either: what other processes (other tests) use must not leak in
     monkeypatch.setattr(perf_common, "_machine_cpu_seconds", lambda: None)
 
