@@ -19,7 +19,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def tiny_glyphs_protocol():  # type: ignore[no-untyped-def]
+def tiny_glyphs_protocol():
     """glyphs-mini shrunk to 40 classes and one epoch: seconds per method on a CPU."""
     from dmlbench.protocol import load_protocol
 
@@ -35,7 +35,7 @@ def tiny_glyphs_protocol():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def write_yaml(tmp_path: Path):  # type: ignore[no-untyped-def]
+def write_yaml(tmp_path: Path):
     def write(name: str, text: str) -> Path:
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")

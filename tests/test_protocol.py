@@ -30,7 +30,7 @@ def test_every_shipped_protocol_loads_and_is_locked() -> None:
     assert check_lock() == []
 
 
-def test_unknown_key_names_file_key_and_suggestion(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_key_names_file_key_and_suggestion(write_yaml) -> None:
     path = write_yaml("p.yaml", BASE.replace("model: {", "model: {embeding_size: 3, "))
     with pytest.raises(ProtocolError) as err:
         load_protocol(path)
@@ -40,25 +40,25 @@ def test_unknown_key_names_file_key_and_suggestion(write_yaml) -> None:  # type:
     assert "\n" not in msg
 
 
-def test_wrong_type_and_bad_range(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_type_and_bad_range(write_yaml) -> None:
     with pytest.raises(ProtocolError, match=r"batch\.size: .*integer"):
         load_protocol(write_yaml("a.yaml", BASE.replace("size: 32", "size: many")))
     with pytest.raises(ProtocolError, match=r"optim\.lr: .*greater than 0"):
         load_protocol(write_yaml("b.yaml", BASE.replace("lr: 0.001", "lr: -1")))
 
 
-def test_missing_required_field(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_missing_required_field(write_yaml) -> None:
     with pytest.raises(ProtocolError, match=r"seeds: required key is missing"):
         load_protocol(write_yaml("p.yaml", BASE.replace("seeds: [0]\n", "")))
 
 
-def test_data_params_are_validated_by_the_data_set(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_data_params_are_validated_by_the_data_set(write_yaml) -> None:
     path = write_yaml("p.yaml", BASE.replace("num_classes: 40", "num_clases: 40"))
     with pytest.raises(ProtocolError, match=r"data\.params\.num_clases: unknown key.*num_classes"):
         load_protocol(path)
 
 
-def test_unknown_components_suggest_names(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_components_suggest_names(write_yaml) -> None:
     with pytest.raises(ProtocolError, match="did you mean 'glyphs'"):
         load_protocol(write_yaml("a.yaml", BASE.replace("dataset: glyphs", "dataset: glyph")))
     with pytest.raises(ProtocolError, match="did you mean 'small-cnn'"):
@@ -67,12 +67,12 @@ def test_unknown_components_suggest_names(write_yaml) -> None:  # type: ignore[n
         load_protocol(write_yaml("c.yaml", BASE + "methods: [contrastiv]\n"))
 
 
-def test_yaml_syntax_error_names_line(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_yaml_syntax_error_names_line(write_yaml) -> None:
     with pytest.raises(ProtocolError, match=r"p\.yaml: line \d+"):
         load_protocol(write_yaml("p.yaml", BASE + "optim: {lr: [\n"))
 
 
-def test_include_overrides_keys(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_include_overrides_keys(write_yaml) -> None:
     write_yaml("base.yaml", BASE)
     child = write_yaml(
         "child.yaml", "include: base.yaml\nname: child\nmodel: {embedding_size: 128}\n"
@@ -82,14 +82,14 @@ def test_include_overrides_keys(write_yaml) -> None:  # type: ignore[no-untyped-
     assert p.model.backbone == "small-cnn"  # kept from the base (deep merge)
 
 
-def test_include_cycle_is_an_error(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_include_cycle_is_an_error(write_yaml) -> None:
     write_yaml("a.yaml", "include: b.yaml\n")
     b = write_yaml("b.yaml", "include: a.yaml\n")
     with pytest.raises(ProtocolError, match="include cycle"):
         load_protocol(b)
 
 
-def test_hash_covers_numbers_not_free_text(write_yaml) -> None:  # type: ignore[no-untyped-def]
+def test_hash_covers_numbers_not_free_text(write_yaml) -> None:
     p = load_protocol(write_yaml("a.yaml", BASE))
     same = load_protocol(write_yaml("b.yaml", BASE + "description: words\n"))
     rooted = p.model_copy(update={"data": p.data.model_copy(update={"root": "/data"})})

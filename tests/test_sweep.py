@@ -37,7 +37,7 @@ def test_derived_protocols_are_validated_and_hashed() -> None:
         sweep_protocols(base, "model.embedding_size", [("-1", -1)])
 
 
-def test_sweep_command_writes_records_tables_and_plot(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_sweep_command_writes_records_tables_and_plot(tmp_path, capsys) -> None:
     proto = tmp_path / "tiny.yaml"
     text = (
         load_protocol("poses-mini")

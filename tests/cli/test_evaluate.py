@@ -58,7 +58,7 @@ def test_a_kept_runs_embeddings_score_its_metrics_bit_for_bit(folder: Path, meth
 def shuffled(folder: Path, tmp_path: Path, **change: object) -> Path:
     with np.load(folder / "contrastive.npz") as npz:
         arrays = {k: npz[k] for k in npz.files}
-    arrays.update(change)  # type: ignore[arg-type]
+    arrays.update(change)
     out = tmp_path / "changed.npz"
     np.savez(out, **{k: v for k, v in arrays.items() if v is not None})
     return out
@@ -70,7 +70,7 @@ def one_error(capsys: pytest.CaptureFixture[str]) -> str:
     return err[0]
 
 
-def test_a_shuffled_file_is_refused(folder: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_shuffled_file_is_refused(folder: Path, tmp_path: Path, capsys) -> None:
     with np.load(folder / "contrastive.npz") as npz:
         order = np.random.default_rng(0).permutation(len(npz["index"]))
         rows = {k: npz[k][order] for k in ("embeddings", "labels", "index")}
@@ -92,7 +92,7 @@ def test_a_shuffled_file_is_refused(folder: Path, tmp_path: Path, capsys) -> Non
         ({"model_name": np.asarray("no spaces")}, "must be a slug"),
     ],
 )  # fmt: skip
-def test_a_wrong_file_is_one_line(  # type: ignore[no-untyped-def]
+def test_a_wrong_file_is_one_line(
     folder: Path, tmp_path: Path, capsys, change: dict[str, object], message: str
 ) -> None:
     before = sorted((folder / "results").rglob("*.json"))
@@ -101,11 +101,11 @@ def test_a_wrong_file_is_one_line(  # type: ignore[no-untyped-def]
     assert sorted((folder / "results").rglob("*.json")) == before
 
 
-def test_flags_name_the_model_and_the_report_shows_it_apart(folder: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_flags_name_the_model_and_the_report_shows_it_apart(folder: Path, capsys) -> None:
     who = ["--model-name", "my-net", "--trained-by", "me", "--trained-on", "ImageNet-1k"]
     assert evaluate(folder, folder / "untrained.npz", *who, "--seed", "3") == 0
     (ext,) = (folder / "results").rglob("my-net-seed3-external.json")
-    assert load_record(ext).external.trained_on == "ImageNet-1k"  # type: ignore[union-attr]
+    assert load_record(ext).external.trained_on == "ImageNet-1k"
     reports = folder / "report"
     argv = ["report", "--results-dir", str(folder / "results"), "--reports-dir", str(reports)]
     assert main(argv) == 0

@@ -74,7 +74,7 @@ def test_a_failing_command_ends_its_log_file_with_the_error(
 def test_track_is_an_option_of_the_commands_that_train() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    for name, choice in sub.choices.items():  # type: ignore[union-attr]
+    for name, choice in sub.choices.items():
         has = any(a.dest == "track" for a in choice._actions)
         assert has == (name in ("run", "search", "sweep")), name
     with pytest.raises(SystemExit):

@@ -141,7 +141,7 @@ def make_inshop(root: Path, train: int = 3, test: int = 3, per_class: int = 4) -
     return root
 
 
-def small_images(protocol, size: int = 32):  # type: ignore[no-untyped-def]
+def small_images(protocol, size: int = 32):
     """The protocol with its image pipelines shrunk to ``size`` (same kinds of steps)."""
     train = protocol.images.train
     overrides = {

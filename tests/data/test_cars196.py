@@ -19,7 +19,7 @@ IMAGES = ImagesSpec(
 )
 
 
-def load(root: Path, tmp_path: Path, **params):  # type: ignore[no-untyped-def]
+def load(root: Path, tmp_path: Path, **params):
     return Cars196(IMAGES).load(Cars196Params(**params), root, tmp_path / "cache")
 
 

@@ -28,7 +28,7 @@ def cub(tmp_path: Path) -> Path:
     return make_cub(tmp_path / "CUB_200_2011", train=3, test=2, per_class=3)
 
 
-def load(root: Path | None, tmp_path: Path, **params):  # type: ignore[no-untyped-def]
+def load(root: Path | None, tmp_path: Path, **params):
     return Cub200(IMAGES).load(Cub200Params(**params), root, tmp_path / "cache")
 
 

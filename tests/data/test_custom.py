@@ -60,7 +60,7 @@ def rows(split: bool = False, group: bool = False, per_class: int = 2) -> list[s
     return header + out
 
 
-def sides(entries: list) -> dict[str, set[int]]:  # type: ignore[type-arg]
+def sides(entries: list) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {"train": set(), "test": set()}
     for e in entries:
         out[e.role].add(e.label)
@@ -81,7 +81,7 @@ def sides(entries: list) -> dict[str, set[int]]:  # type: ignore[type-arg]
         {"test_classes": ()},
     ],
 )
-def test_split_spec_needs_exactly_one_valid_rule(kwargs: dict) -> None:  # type: ignore[type-arg]
+def test_split_spec_needs_exactly_one_valid_rule(kwargs: dict) -> None:
     with pytest.raises(ValidationError):
         SplitSpec(**kwargs)
 
@@ -336,7 +336,7 @@ def test_validate_and_run_through_the_cli(tmp_path: Path) -> None:
     assert records[0]["metrics"]["queries"] == 4 * 3  # half of the 8 classes, 3 images each
 
 
-def test_bad_split_is_one_line_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:  # type: ignore[type-arg]
+def test_bad_split_is_one_line_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     root = make_folder(tmp_path / "d")
     protocol = write_protocol(tmp_path, root, "{test_fraction: 0.5, column: true}")
     assert main(["validate", str(protocol)]) == 2

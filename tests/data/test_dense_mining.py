@@ -39,7 +39,7 @@ def test_pose_distance_hand_example() -> None:
 
 @pytest.mark.parametrize("dist", [PoseDistance(), EuclideanDistance()], ids=["pose", "euclid"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_exact_knn_equals_brute_force_and_widens_when_needed(dist, seed, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_exact_knn_equals_brute_force_and_widens_when_needed(dist, seed, monkeypatch) -> None:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(12, 28))
     labels = centres[rng.integers(0, 12, 400)] + rng.normal(size=(400, 28)) * 0.3
@@ -57,7 +57,7 @@ def test_exact_knn_equals_brute_force_and_widens_when_needed(dist, seed, monkeyp
 
 def test_neighbour_lists_are_cached_and_a_corrupt_cache_is_recomputed(
     tmp_path, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     labels = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
     idx, d = neighbour_lists(labels, PoseDistance(), 5, tmp_path)
     files = list((tmp_path / "neighbours").glob("*.npz"))

@@ -43,7 +43,7 @@ def test_generation_is_deterministic_and_varied() -> None:
     assert not np.array_equal(a, c)
 
 
-def test_cache_round_trip_and_corrupt_cache_is_regenerated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cache_round_trip_and_corrupt_cache_is_regenerated(tmp_path) -> None:
     p = GlyphsParams(num_classes=4)
     first = load_or_generate(p, tmp_path)
     files = list((tmp_path / "glyphs").glob("*.npz"))
@@ -55,7 +55,7 @@ def test_cache_round_trip_and_corrupt_cache_is_regenerated(tmp_path) -> None:  #
     assert np.array_equal(first[0], repaired[0])
 
 
-def test_zero_shot_split_and_fingerprint(tiny_glyphs_protocol) -> None:  # type: ignore[no-untyped-def]
+def test_zero_shot_split_and_fingerprint(tiny_glyphs_protocol) -> None:
     data = load_data(tiny_glyphs_protocol)
     assert data.train.num_classes == data.test.num_classes == 20
     assert len(data.train) == len(data.test) == 20 * 16

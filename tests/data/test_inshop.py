@@ -18,7 +18,7 @@ IMAGES = ImagesSpec(
 )
 
 
-def load(root: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def load(root: Path, tmp_path: Path):
     return InShop(IMAGES).load(InshopParams(), root, tmp_path / "cache")
 
 

@@ -52,7 +52,7 @@ def make_bundle(root: Path, seed: int = 0) -> dict[str, np.ndarray]:
     return {"lists": lists["trn"], "dists": dists["trn"], "val": full["val"]}
 
 
-def protocol(root: Path, **extra: object):  # type: ignore[no-untyped-def]
+def protocol(root: Path, **extra: object):
     overrides = {
         "data.root": str(root),
         "data.params.num_queries": N_QUERIES,
@@ -72,7 +72,7 @@ def bundle(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     return root, make_bundle(root)
 
 
-def test_loads_the_bundle_layout(bundle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_loads_the_bundle_layout(bundle, tmp_path) -> None:
     root, truth = bundle
     data = load_protocol_data(protocol(root), cache=tmp_path / "cache")
     train, test = data.train, data.test
@@ -102,7 +102,7 @@ def test_loads_the_bundle_layout(bundle, tmp_path) -> None:  # type: ignore[no-u
     )
 
 
-def test_image_order_is_torchvision_imagefolder_order(bundle) -> None:  # type: ignore[no-untyped-def]
+def test_image_order_is_torchvision_imagefolder_order(bundle) -> None:
     from torchvision.datasets.folder import IMG_EXTENSIONS, make_dataset
 
     root, _ = bundle
@@ -111,7 +111,7 @@ def test_image_order_is_torchvision_imagefolder_order(bundle) -> None:  # type: 
     assert ours == theirs and len(ours) == N_TRAIN
 
 
-def test_missing_pieces_name_the_path(bundle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_pieces_name_the_path(bundle, tmp_path) -> None:
     root, _ = bundle
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match="nowhere"):
@@ -125,7 +125,7 @@ def test_missing_pieces_name_the_path(bundle, tmp_path) -> None:  # type: ignore
         load_protocol_data(protocol(root), cache=cache)
 
 
-def test_mismatched_lists_are_rejected(bundle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_mismatched_lists_are_rejected(bundle, tmp_path) -> None:
     root, truth = bundle
     cache = tmp_path / "cache"
     good = (root / "list_nn.pkl").read_bytes()
@@ -148,7 +148,7 @@ class _Exploit:
     def __init__(self, target: str) -> None:
         self.target = target
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self):
         return (os.mkdir, (self.target,))
 
 
@@ -165,7 +165,7 @@ def test_pickles_cannot_run_code(tmp_path: Path) -> None:
         load_pickle(path)
 
 
-def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:
     root, _ = bundle
     bad = sorted((root / "val").glob("*.png"))[0]
     bad.write_bytes(b"\x89PNG not really")
@@ -174,7 +174,7 @@ def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:  # type: ignore
 
 
 @pytest.mark.parametrize("method", ["log-ratio", "triplet-dense"])
-def test_trains_and_evaluates_end_to_end(bundle, tmp_path, method: str) -> None:  # type: ignore[no-untyped-def]
+def test_trains_and_evaluates_end_to_end(bundle, tmp_path, method: str) -> None:
     from dmlbench.engine.evaluation import evaluate_model
     from dmlbench.engine.train import train
     from dmlbench.methods import create_method

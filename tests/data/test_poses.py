@@ -72,7 +72,7 @@ def test_left_and_right_limbs_are_drawn_differently() -> None:
     assert abs(int(near(r)) - int(near(lft))) > 50
 
 
-def test_cache_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cache_round_trip(tmp_path) -> None:
     first = load_or_generate(SMALL, tmp_path)
     files = list((tmp_path / "poses").glob("*.npz"))
     assert len(files) == 1
@@ -111,7 +111,7 @@ def test_poses_mini_protocol_split() -> None:
 
 
 @pytest.mark.slow
-def test_run_all_continuous_methods_end_to_end(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_run_all_continuous_methods_end_to_end(tmp_path, capsys) -> None:
     """`dmlbench run --method all` on poses picks the continuous methods; the table reports
     nDCG@K and mean label distance@K for every K of the protocol."""
     from dmlbench.cli.main import main

@@ -32,7 +32,7 @@ FIXTURES: dict[str, Callable[..., Path]] = {
 }
 
 
-def cpu_protocol(name: str):  # type: ignore[no-untyped-def]
+def cpu_protocol(name: str):
     overrides = {
         "model.backbone": "small-cnn",
         "model.pretrained": None,

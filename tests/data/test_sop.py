@@ -17,7 +17,7 @@ IMAGES = ImagesSpec(
 )
 
 
-def load(root: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def load(root: Path, tmp_path: Path):
     return StanfordOnlineProducts(IMAGES).load(SopParams(), root, tmp_path / "cache")
 
 

@@ -43,7 +43,7 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Record, Pa
     return run(tmp_path_factory.mktemp("kept") / "results")
 
 
-def test_the_record_names_each_kept_file_with_its_sha256(kept) -> None:  # type: ignore[no-untyped-def]
+def test_the_record_names_each_kept_file_with_its_sha256(kept) -> None:
     record, path = kept["contrastive"]
     assert load_record(path).artifacts == record.artifacts
     assert set(record.artifacts) == {"weights", "embeddings", "model"}
@@ -57,14 +57,14 @@ def test_the_record_names_each_kept_file_with_its_sha256(kept) -> None:  # type:
 
 
 @pytest.mark.parametrize("method", ["contrastive", "untrained"])
-def test_the_kept_embeddings_reproduce_the_metrics_exactly(kept, method: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_kept_embeddings_reproduce_the_metrics_exactly(kept, method: str) -> None:
     record, path = kept[method]
     arrays = read_embeddings(record, path)
     assert arrays["embeddings"].shape == (320, 64) and arrays["embeddings"].dtype == np.float32
     protocol = tiny()
     metrics = evaluate(arrays["embeddings"], arrays["labels"], protocol.metrics, seed=record.seed)
     assert metrics == {k: record.metrics[k] for k in metrics}
-    split = Split(images=None, labels=arrays["labels"])  # type: ignore[arg-type]
+    split = Split(images=None, labels=arrays["labels"])
     metrics, query_hits = evaluate_split(
         protocol.metrics, arrays["embeddings"], split, record.seed, query_hits=True
     )
@@ -73,7 +73,7 @@ def test_the_kept_embeddings_reproduce_the_metrics_exactly(kept, method: str) ->
 
 
 @pytest.mark.parametrize("method", ["contrastive", "untrained"])
-def test_the_record_holds_each_test_querys_hit(kept, method: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_record_holds_each_test_querys_hit(kept, method: str) -> None:
     """The record's hits are the queries Recall@1 counts: their mean is the metric, and each
     query's class is its label (the class bootstrap's groups)."""
     record, path = kept[method]
@@ -86,7 +86,7 @@ def test_the_record_holds_each_test_querys_hit(kept, method: str) -> None:  # ty
 
 
 @pytest.mark.parametrize("method", ["contrastive", "untrained"])
-def test_the_loaded_model_reproduces_embeddings_and_metrics(kept, method: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_loaded_model_reproduces_embeddings_and_metrics(kept, method: str) -> None:
     record, path = kept[method]
     model = dmlbench.load_model(path)
     assert not model.training
@@ -104,7 +104,7 @@ def test_the_loaded_model_reproduces_embeddings_and_metrics(kept, method: str) -
     )
 
 
-def test_a_tampered_or_missing_file_is_one_line_naming_it(kept, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_tampered_or_missing_file_is_one_line_naming_it(kept, tmp_path: Path) -> None:
     import shutil
 
     record, path = kept["contrastive"]
@@ -123,7 +123,7 @@ def test_a_tampered_or_missing_file_is_one_line_naming_it(kept, tmp_path: Path) 
         read_embeddings(record, copy)
 
 
-def test_without_keep_nothing_is_written_and_no_number_moves(kept, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_without_keep_nothing_is_written_and_no_number_moves(kept, tmp_path: Path) -> None:
     bare = run(tmp_path / "results", keep=False)
     assert not list((tmp_path / "results").rglob("artifacts"))
     for method, (record, path) in bare.items():
@@ -134,7 +134,7 @@ def test_without_keep_nothing_is_written_and_no_number_moves(kept, tmp_path: Pat
         dmlbench.load_model(bare["contrastive"][1])
 
 
-def test_a_record_written_before_kept_files_still_loads(kept, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_record_written_before_kept_files_still_loads(kept, tmp_path: Path) -> None:
     _, path = kept["contrastive"]
     data = json.loads(path.read_text())
     del data["artifacts"]

@@ -73,7 +73,7 @@ def ranks_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     folder: Path = tmp_path_factory.mktemp("ddp")
     out, rendezvous = folder / "rank0.pt", folder / "rendezvous"
     mp.spawn(_rank_main, args=(str(rendezvous), str(out)), nprocs=WORLD, join=True)
-    return torch.load(out, weights_only=False)  # type: ignore[no-any-return]
+    return torch.load(out, weights_only=False)
 
 
 def test_ranks_get_disjoint_shards_of_the_global_batch(ranks_output: dict[str, object]) -> None:

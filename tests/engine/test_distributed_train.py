@@ -16,7 +16,7 @@ import torch
 import torch.multiprocessing as mp
 
 
-def protocol():  # type: ignore[no-untyped-def]
+def protocol():
     from dmlbench.protocol import load_protocol
 
     return load_protocol("glyphs-mini").with_overrides(

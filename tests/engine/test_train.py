@@ -14,20 +14,20 @@ from dmlbench.options import RunOptions
 from dmlbench.run import run_protocol
 
 
-def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path) -> None:
     opts = dict(max_steps=6, progress=False, force=True)
     a = run_protocol(
         tiny_glyphs_protocol,
         ["multi-similarity"],
         [0],
         RunOptions(results_dir=tmp_path / "a", **opts),
-    )  # type: ignore[arg-type]
+    )
     b = run_protocol(
         tiny_glyphs_protocol,
         ["multi-similarity"],
         [0],
         RunOptions(results_dir=tmp_path / "b", **opts),
-    )  # type: ignore[arg-type]
+    )
     assert [r.metrics for r in a] == [r.metrics for r in b]
     assert a[1].curve == b[1].curve
     c = run_protocol(
@@ -35,7 +35,7 @@ def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path) -> N
         ["multi-similarity"],
         [1],
         RunOptions(results_dir=tmp_path / "c", **opts),
-    )  # type: ignore[arg-type]
+    )
     assert c[1].metrics != a[1].metrics
 
 
@@ -44,7 +44,7 @@ class ExplodingLoss(nn.Module):
         return emb.sum() * float("nan")
 
 
-def test_non_finite_loss_stops_with_the_step(tiny_glyphs_protocol, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_non_finite_loss_stops_with_the_step(tiny_glyphs_protocol, monkeypatch) -> None:
     data = load_data(tiny_glyphs_protocol)
     method = create_method("contrastive", None, data.train.num_classes, 64)
     monkeypatch.setattr(method, "build_loss", lambda: ExplodingLoss())
@@ -52,7 +52,7 @@ def test_non_finite_loss_stops_with_the_step(tiny_glyphs_protocol, monkeypatch) 
         train(tiny_glyphs_protocol, method, data.train, seed=0, progress=False)
 
 
-def test_epoch_hook_adds_to_the_curve(tiny_glyphs_protocol) -> None:  # type: ignore[no-untyped-def]
+def test_epoch_hook_adds_to_the_curve(tiny_glyphs_protocol) -> None:
     protocol = tiny_glyphs_protocol.with_overrides({"optim.epochs": 2})
     data = load_data(protocol)
     method = create_method("contrastive", None, data.train.num_classes, 64)

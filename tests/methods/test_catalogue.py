@@ -906,7 +906,7 @@ def test_two_training_steps_are_finite(name: str) -> None:
     protocol, data = tiny()
     split = data.train  # type: ignore[attr-defined]
     method = create_method(name, None, split.num_classes, protocol.model.embedding_size)  # type: ignore[attr-defined]
-    result = train(protocol, method, split, seed=0, max_steps=2, progress=False)  # type: ignore[arg-type]
+    result = train(protocol, method, split, seed=0, max_steps=2, progress=False)
     assert result.steps == 2
     assert all(np.isfinite(p["loss"]) for p in result.curve)
     assert all(torch.isfinite(p).all() for p in result.model.parameters())

@@ -38,7 +38,7 @@ def reference(
     return total / L
 
 
-def method(**overrides: object):  # type: ignore[no-untyped-def]
+def method(**overrides: object):
     return create_method("dreml", {"learners": L, "meta_classes": D, **overrides}, C, 64)
 
 

@@ -136,11 +136,11 @@ def test_method_binds_the_split_label_distance() -> None:
     )
     method = create_method("log-ratio", None, num_classes=0, embedding_size=8)
     loss_fn = method.build_loss()
-    batch = next(iter(method.batch_sampler(split, 12, None, seed=0)))  # type: ignore[attr-defined]
+    batch = next(iter(method.batch_sampler(split, 12, None, seed=0)))
     y = torch.as_tensor(labels[batch], dtype=torch.float64)
     emb = torch.randn(12, 8, dtype=torch.float64)
     dy = PoseDistance(2).rowwise(labels[batch[:1]].astype(np.float64), labels[batch]).tolist()
     assert math.isclose(float(loss_fn(emb, y)), float(reference(emb, dy)), rel_tol=1e-9)
     assert method.label_kind == "continuous" and method.hparams["num_neighbours"] == 5
     with pytest.raises(Exception, match="continuous"):
-        method.batch_sampler(Split(split.images, np.zeros(40)), 12, None, 0)  # type: ignore[attr-defined]
+        method.batch_sampler(Split(split.images, np.zeros(40)), 12, None, 0)

@@ -25,7 +25,7 @@ def registered(dtype: torch.dtype, seed: int) -> ClassProxyManifold:
     return loss.to(dtype)
 
 
-def value_and_grads(fn, x: torch.Tensor, proxies: torch.Tensor) -> tuple[torch.Tensor, Grads]:  # type: ignore[no-untyped-def]
+def value_and_grads(fn, x: torch.Tensor, proxies: torch.Tensor) -> tuple[torch.Tensor, Grads]:
     leaf = x.clone().requires_grad_(True)
     value = fn(leaf)
     return value.detach(), torch.autograd.grad(value, [leaf, proxies])

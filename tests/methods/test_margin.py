@@ -15,7 +15,7 @@ from dmlbench.methods.margin import distance_weighted_triplets, negative_probabi
 ALPHA, BETA0, NU, DIM = 0.2, 1.2, 0.05, 16
 
 
-def reference(emb, labels, triplets, beta, per_class, nu):  # type: ignore[no-untyped-def]
+def reference(emb, labels, triplets, beta, per_class, nu):
     """(Σ_t [α + D_ap − β]₊ + [α − D_an + β]₊ + ν β) / #(non-zero hinges)."""
     total, reg, active = emb.sum() * 0.0, emb.sum() * 0.0, 0
     for a, p, n in zip(*(t.tolist() for t in triplets), strict=True):

@@ -77,7 +77,7 @@ def test_degenerate_embeddings_match_the_library(embeddings: str) -> None:
 def test_every_variant_matches_the_library(variant: str, labels: str) -> None:
     x, y = batch(labels, 0, torch.float64)
     h = {**H, "variant": variant}
-    ours, ours_grad = value_and_grad(PNP(**h), x, y)  # type: ignore[arg-type]
+    ours, ours_grad = value_and_grad(PNP(**h), x, y)
     lib, lib_grad = value_and_grad(losses.PNPLoss(**h), x, y)
     torch.testing.assert_close(ours, lib, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(ours_grad, lib_grad, rtol=1e-7, atol=1e-12)

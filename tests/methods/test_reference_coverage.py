@@ -77,7 +77,7 @@ def load_test(spec: str) -> Callable[..., Any]:
     module = importlib.import_module(f"tests.methods.{module_name}")
     test = getattr(module, function, None)
     assert callable(test), f"{spec} does not exist"
-    return test  # type: ignore[no-any-return]
+    return test
 
 
 def parametrized_names(test: Callable[..., Any]) -> list[str]:

@@ -61,7 +61,7 @@ def _own_methods() -> list[str]:
 @pytest.mark.parametrize("name", _own_methods())
 def test_two_training_steps_are_finite(name: str) -> None:
     protocol, data, method = setup(name)
-    result = train(protocol, method, data.train, seed=0, max_steps=2, progress=False)  # type: ignore[arg-type]
+    result = train(protocol, method, data.train, seed=0, max_steps=2, progress=False)
     assert result.steps == 2
     assert all(np.isfinite(p["loss"]) for p in result.curve)
     for p in result.model.parameters():
@@ -73,7 +73,7 @@ def test_loss_decreases_on_a_fixed_batch(name: str) -> None:
     protocol, data, method = setup(name)
     split = data.train
     torch.manual_seed(0)
-    model = init_model(protocol, method, int(split.images[0].shape[0]), seed=0)  # type: ignore[arg-type]
+    model = init_model(protocol, method, int(split.images[0].shape[0]), seed=0)
     loss_fn = method.build_loss()  # type: ignore[attr-defined]
     sampler = method.batch_sampler(split, protocol.batch.size, None, 0)  # type: ignore[attr-defined]
     indices = next(iter(sampler))

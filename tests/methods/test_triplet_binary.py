@@ -26,7 +26,7 @@ def reference(emb: torch.Tensor, positives: int = P, margin: float = MARGIN) -> 
     return total / count if count else total
 
 
-def method():  # type: ignore[no-untyped-def]
+def method():
     return create_method("triplet-binary", None, num_classes=0, embedding_size=8)
 
 
@@ -54,7 +54,7 @@ def test_sampler_and_loss_agree_on_the_layout() -> None:
         extras={"label_distance": "euclidean"},
     )
     m = method()
-    batch = next(iter(m.batch_sampler(split, 40, None, seed=0)))  # type: ignore[attr-defined]
+    batch = next(iter(m.batch_sampler(split, 40, None, seed=0)))
     d = np.linalg.norm(labels - labels[batch[0]], axis=1)
     thirtieth = np.sort(d)[30]  # index 0 is the anchor itself
     assert (d[batch[1 : P + 1]] <= thirtieth).all()

@@ -39,9 +39,9 @@ def fake_faiss(monkeypatch: pytest.MonkeyPatch, gpu_support: bool) -> list[tuple
 
     module = SimpleNamespace(IndexFlatL2=faiss.IndexFlatL2)
     if gpu_support:
-        module.StandardGpuResources = object  # type: ignore[attr-defined]
-        module.get_num_gpus = lambda: 2  # type: ignore[attr-defined]
-        module.index_cpu_to_gpu = to_gpu  # type: ignore[attr-defined]
+        module.StandardGpuResources = object
+        module.get_num_gpus = lambda: 2
+        module.index_cpu_to_gpu = to_gpu
     monkeypatch.setitem(sys.modules, "faiss", module)
     return moved
 

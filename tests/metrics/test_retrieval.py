@@ -26,7 +26,7 @@ def random_case(seed: int, n: int = 150, d: int = 8, classes: int = 20):
     return rng.normal(size=(n, d)).astype(np.float32), rng.integers(0, classes, n)
 
 
-def pml(x: np.ndarray, labels: np.ndarray, include: tuple[str, ...], **kw) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def pml(x: np.ndarray, labels: np.ndarray, include: tuple[str, ...], **kw) -> dict[str, float]:
     calc = AccuracyCalculator(include=include, device=torch.device("cpu"), **kw)
     t = torch.from_numpy(l2_normalize(x))
     return calc.get_accuracy(t, torch.from_numpy(labels))

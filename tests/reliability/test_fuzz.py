@@ -107,7 +107,7 @@ def test_mutated_valid_protocols_only_raise_protocol_errors(path: list[str], val
 
 @FUZZ
 @given(st.text(max_size=200))
-def test_arbitrary_yaml_text_only_raises_protocol_errors(tmp_path_factory, text: str) -> None:  # type: ignore[no-untyped-def]
+def test_arbitrary_yaml_text_only_raises_protocol_errors(tmp_path_factory, text: str) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "p.yaml"
     path.write_text(text, encoding="utf-8")
     try:

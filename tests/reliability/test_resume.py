@@ -43,12 +43,12 @@ def command(protocol: Path, results: Path) -> list[str]:
     ]
 
 
-def final_record(results: Path) -> dict:  # type: ignore[type-arg]
+def final_record(results: Path) -> dict:
     (path,) = results.rglob("multi-similarity-seed0-final.json")
     return json.loads(path.read_text())
 
 
-def wait_for_checkpoint(proc: subprocess.Popen, results: Path, timeout: float = 300) -> None:  # type: ignore[type-arg]
+def wait_for_checkpoint(proc: subprocess.Popen, results: Path, timeout: float = 300) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if list(results.rglob("checkpoints/*.pt")):
@@ -60,7 +60,7 @@ def wait_for_checkpoint(proc: subprocess.Popen, results: Path, timeout: float = 
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:  # type: ignore[type-arg]
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("uninterrupted")
     protocol = root / "p.yaml"
     protocol.write_text(PROTOCOL)
@@ -78,7 +78,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
     ],
     ids=["SIGINT", "SIGTERM", "SIGKILL"],
 )
-def test_killed_run_resumes_to_the_same_numbers(uninterrupted, tmp_path: Path, signum: int) -> None:  # type: ignore[no-untyped-def]
+def test_killed_run_resumes_to_the_same_numbers(uninterrupted, tmp_path: Path, signum: int) -> None:
     protocol, expected = uninterrupted
     results = tmp_path / "results"
     proc = subprocess.Popen(command(protocol, results), stderr=subprocess.PIPE, text=True)

@@ -45,7 +45,7 @@ def tiny(trials: int = 3, **extra: Any) -> Any:
 
 def _split(labels: np.ndarray, kind: str = "class", **extras: Any) -> Split:
     images = ArrayImages(np.zeros((len(labels), 1, 2, 2), dtype=np.uint8))
-    return Split(images, labels, label_kind=kind, extras=dict(extras))  # type: ignore[arg-type]
+    return Split(images, labels, label_kind=kind, extras=dict(extras))
 
 
 # --------------------------------------------------------------------------- validation
@@ -137,7 +137,7 @@ def test_study_names_separate_protocols_and_smoke_runs() -> None:
     assert study_name(a, "contrastive", {}) != study_name(a, "contrastive", {"max_steps": 2})
 
 
-class _Tripwire(torch.utils.data.Dataset):  # type: ignore[type-arg]
+class _Tripwire(torch.utils.data.Dataset):
     """Counts every access to the test images."""
 
     def __init__(self, inner: Any) -> None:
