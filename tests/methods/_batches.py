@@ -1,7 +1,11 @@
 """Batches and value-and-gradient of the catalogue-loss tests that compare a module of our own
-with pytorch-metric-learning and a loop reference (tests/methods/test_<loss>.py)."""
+with pytorch-metric-learning and a loop reference (tests/methods/test_<loss>.py), and the typed
+sum those loop references write their Σ with."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import cast
 
 import torch
 
@@ -16,7 +20,7 @@ LABELS = {
 
 
 def value_and_grad(
-    fn: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     leaf = x.clone().requires_grad_(True)
     value = fn(leaf, y)
@@ -28,3 +32,9 @@ def batch(labels: str, seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, tor
     g = torch.Generator().manual_seed(seed)
     y = LABELS[labels]
     return torch.randn(len(y), 8, generator=g, dtype=dtype), y
+
+
+def tensor_sum(terms: Iterable[torch.Tensor]) -> torch.Tensor:
+    """Python's ``sum`` of tensors (the same additions in the same order), typed as the tensor it
+    is for one term or more; typeshed's ``sum`` also admits the ``0`` of an empty iterable."""
+    return cast(torch.Tensor, sum(terms))

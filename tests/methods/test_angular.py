@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses
 
 from dmlbench.methods import create_method
+from tests.methods._batches import tensor_sum
 
 ALPHA = 45.0
 
@@ -27,10 +28,10 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, alpha: float = ALPHA) -> 
             if not negs:
                 continue
             f = [4 * t2 * (x[a] + x[p]) @ x[k] - 2 * (1 + t2) * x[a] @ x[p] for k in negs]  # eq. 5
-            terms.append(torch.log(1 + sum(torch.exp(v) for v in f)))  # eq. 4
+            terms.append(torch.log(1 + tensor_sum(torch.exp(v) for v in f)))  # eq. 4
     if not terms:
         return emb.sum() * 0.0
-    return sum(terms) / len(terms)
+    return tensor_sum(terms) / len(terms)
 
 
 def loss_fn(alpha: float = ALPHA) -> torch.nn.Module:
@@ -105,6 +106,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn()(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels).to(loss.dtype))
 
@@ -113,6 +115,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     # x_a = x_p = x_n: f = 8 tan²α − 2 (1 + tan²α) = 4 at 45°, six negatives per pair.
     assert math.isclose(loss.item(), math.log(1 + 6 * math.exp(4.0)), rel_tol=1e-6)

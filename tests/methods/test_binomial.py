@@ -96,6 +96,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn()(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels).to(loss.dtype))
 
@@ -104,6 +105,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     # s = 1 everywhere: per anchor log(1 + e^{α(γ−1)}) + log(1 + e^{β(1−γ)}), summed over 8.
     per_anchor = math.log1p(math.exp(ALPHA * (GAMMA - 1))) + math.log1p(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,6 +49,7 @@ from dmlbench.methods import (
     create_method,
 )
 from dmlbench.methods._catalogue import CatalogueMethod
+from tests.methods._batches import tensor_sum
 
 CATALOGUE = sorted(
     [
@@ -75,11 +77,11 @@ def circle(x: Tensor, y: Tensor, m: float, gamma: float) -> Tensor:
         neg = [j for j in range(len(y)) if y[j] != y[i]]
         if not pos or not neg:
             continue
-        sum_p = sum(
+        sum_p = tensor_sum(
             torch.exp(-gamma * max(1 + m - float(z[i] @ z[j]), 0.0) * (z[i] @ z[j] - (1 - m)))
             for j in pos
         )
-        sum_n = sum(
+        sum_n = tensor_sum(
             torch.exp(gamma * max(float(z[i] @ z[j]) + m, 0.0) * (z[i] @ z[j] - m)) for j in neg
         )
         terms.append(torch.log(1 + sum_n * sum_p))
@@ -91,8 +93,10 @@ def proxy_anchor(x: Tensor, y: Tensor, proxies: Tensor, alpha: float, delta: flo
     negative term over all proxies."""
     s = F.normalize(x, dim=1) @ F.normalize(proxies, dim=1).t()
     with_pos = [c for c in range(len(proxies)) if bool((y == c).any())]
-    pos = sum(torch.log(1 + torch.exp(-alpha * (s[y == c, c] - delta)).sum()) for c in with_pos)
-    neg = sum(
+    pos = tensor_sum(
+        torch.log(1 + torch.exp(-alpha * (s[y == c, c] - delta)).sum()) for c in with_pos
+    )
+    neg = tensor_sum(
         torch.log(1 + torch.exp(alpha * (s[y != c, c] + delta)).sum()) for c in range(len(proxies))
     )
     return pos / len(with_pos) + neg / len(proxies)
@@ -168,8 +172,8 @@ def nca(x: Tensor, y: Tensor, scale: float) -> Tensor:
         if not same:
             continue
         weight = {k: torch.exp(-scale * ((z[i] - z[k]) ** 2).sum()) for k in others}
-        total = sum(weight.values())
-        terms.append(-torch.log(sum(weight[j] for j in same) / total))
+        total = tensor_sum(weight.values())
+        terms.append(-torch.log(tensor_sum(weight[j] for j in same) / total))
     return torch.stack(terms).mean()
 
 
@@ -187,7 +191,7 @@ def tuplet_margin(x: Tensor, y: Tensor, beta_deg: float, scale: float) -> Tensor
     for a, p in _pairs(y, same=True):
         target = torch.cos(torch.acos(z[a] @ z[p]) - beta)
         negatives = [n for n in range(len(y)) if y[n] != y[a]]
-        inner = sum(torch.exp(scale * (z[a] @ z[n] - target)) for n in negatives)
+        inner = tensor_sum(torch.exp(scale * (z[a] @ z[n] - target)) for n in negatives)
         terms.append(torch.log(1 + inner))
     return torch.stack(terms).mean()
 
@@ -214,8 +218,8 @@ def generalized_lifted(x: Tensor, y: Tensor, neg_margin: float, pos_margin: floa
     for a in range(len(y)):
         pos = [p for p in range(len(y)) if p != a and y[p] == y[a]]
         neg = [n for n in range(len(y)) if y[n] != y[a]]
-        lp = torch.log(sum(torch.exp((z[a] - z[p]).norm() - pos_margin) for p in pos))
-        ln = torch.log(sum(torch.exp(neg_margin - (z[a] - z[n]).norm()) for n in neg))
+        lp = torch.log(tensor_sum(torch.exp((z[a] - z[p]).norm() - pos_margin) for p in pos))
+        ln = torch.log(tensor_sum(torch.exp(neg_margin - (z[a] - z[n]).norm()) for n in neg))
         terms.append(torch.relu(lp + ln))
     return torch.stack(terms).mean()
 
@@ -389,7 +393,8 @@ def histogram_loss(x: Tensor, y: Tensor, n_bins: int, pairs_from_triplets: bool 
         sims = [z[i] @ z[j] for i, j in pairs]
         nodes = [-1.0 + r * delta for r in range(n_bins + 1)]
         return [
-            sum(torch.relu(1 - torch.abs(s - t) / delta) for s in sims) / len(pairs) for t in nodes
+            tensor_sum(torch.relu(1 - torch.abs(s - t) / delta) for s in sims) / len(pairs)
+            for t in nodes
         ]
 
     h_pos, h_neg = hist(pos), hist(neg)
@@ -591,7 +596,7 @@ def _params(loss: torch.nn.Module) -> list[Tensor]:
 
 def reference_for(name: str, loss: torch.nn.Module, x: Tensor, y: Tensor) -> Tensor:
     h = METHODS.get(name).defaults
-    inner = getattr(loss, "loss", None)
+    inner: Any = getattr(loss, "loss", None)  # the library loss a wrapper holds, if any
     if name == "circle":
         return circle(x, y, h["m"], h["gamma"])
     if name == "supcon":

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from dmlbench.methods import create_method
+from tests.methods._batches import tensor_sum
 
 MARGIN = 1.0
 
@@ -28,7 +29,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, margin: float = MARGIN) -
                 terms.append(0.5 * d**2)
             else:
                 terms.append(0.5 * torch.relu(margin - d) ** 2)
-    return sum(terms) / len(terms) if terms else emb.sum() * 0.0
+    return tensor_sum(terms) / len(terms) if terms else emb.sum() * 0.0
 
 
 def loss_fn(margin: float = MARGIN) -> torch.nn.Module:
@@ -85,11 +86,13 @@ def test_single_image_and_all_equal_embeddings_are_finite() -> None:
     one = torch.randn(1, 8, requires_grad=True)
     loss = loss_fn()(one, torch.tensor([3]))
     loss.backward()
+    assert one.grad is not None
     assert float(loss.detach()) == 0.0 and torch.isfinite(one.grad).all()
     emb = torch.ones(8, 8, requires_grad=True)
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
     loss = loss_fn()(emb, labels)
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     # D = 0 everywhere: 24 negative pairs of the 28 cost ½·m² each, positives nothing.
     assert math.isclose(loss.item(), 24 * 0.5 / 28, rel_tol=1e-6)

@@ -96,10 +96,11 @@ def test_learners_do_not_interact() -> None:
     emb = torch.randn(6, L * D, dtype=torch.float64)
     moved = emb.clone()
     moved[:, D : 2 * D] += torch.randn(6, D, dtype=torch.float64)
-    grads = []
+    grads: list[torch.Tensor] = []
     for e in (emb, moved):
         e = e.clone().requires_grad_(True)
         loss(e, labels).backward()
+        assert e.grad is not None
         grads.append(e.grad)
     torch.testing.assert_close(grads[0][:, :D], grads[1][:, :D])
     assert not torch.allclose(grads[0][:, D : 2 * D], grads[1][:, D : 2 * D])
@@ -126,6 +127,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(len(labels), L * D, dtype=torch.float64, requires_grad=True)
     value = loss(emb, labels)
     value.backward()
+    assert emb.grad is not None
     assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
     torch.testing.assert_close(
         value.detach(), reference(emb.detach(), labels, loss.groups, loss.proxies.detach())

@@ -5,6 +5,8 @@ Lempitsky's loss with the library's pairs from triplets (tests/methods/test_cata
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from pytorch_metric_learning import losses
@@ -35,7 +37,9 @@ def test_matches_the_library(labels: str, seed: int, dtype: torch.dtype) -> None
     x, y = batch(labels, seed, dtype)
     ours, ours_grad = value_and_grad(registered(), x, y)
     lib, lib_grad = value_and_grad(losses.HistogramLoss(**H), x, y)
-    tol = {"rtol": 1e-9, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
+    tol: dict[str, Any] = (
+        {"rtol": 1e-9, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-5}
+    )
     torch.testing.assert_close(ours, lib, **tol)
     torch.testing.assert_close(ours_grad, lib_grad, **tol)
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dmlbench.methods import create_method
+from tests.methods._batches import tensor_sum
 
 MARGIN = 1.0
 
@@ -28,7 +29,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, margin: float = MARGIN) -
     for i, j in pairs:
         neg_i = [torch.exp(margin - d(i, k)) for k in range(n) if labels[k] != labels[i]]
         neg_j = [torch.exp(margin - d(j, k)) for k in range(n) if labels[k] != labels[j]]
-        big_j = torch.log(sum(neg_i) + sum(neg_j)) + d(i, j)
+        big_j = torch.log(tensor_sum(neg_i) + tensor_sum(neg_j)) + d(i, j)
         total = total + torch.relu(big_j) ** 2
     return total / (2 * len(pairs))
 
@@ -76,6 +77,7 @@ def test_matches_pytorch_metric_learning(shape: tuple[int, int, int], dtype: tor
     peer.backward()
     assert peer.item() > 0
     assert math.isclose(ours.item(), peer.item(), rel_tol=1e-6)
+    assert e2.grad is not None
     scale = float(e2.grad.abs().max())
     torch.testing.assert_close(e1.grad, e2.grad, rtol=1e-6, atol=1e-6 * scale)
 
@@ -109,6 +111,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn()(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels).to(loss.dtype))
 
@@ -117,6 +120,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     # d = 0 everywhere: J = log(2·6·e^M) = M + log 12 for every positive pair.
     assert math.isclose(loss.item(), (MARGIN + math.log(12)) ** 2 / 2, rel_tol=1e-5)

@@ -113,6 +113,7 @@ def test_batches_without_triplets_give_zero(labels: torch.Tensor) -> None:
     emb = torch.randn(len(labels), 4, requires_grad=True)
     loss = LogRatioLoss()(emb, labels)
     loss.backward()
+    assert emb.grad is not None
     assert float(loss.detach()) == 0.0 and torch.isfinite(emb.grad).all()
 
 
@@ -121,6 +122,7 @@ def test_coincident_embeddings_and_labels_are_finite() -> None:
     labels = torch.tensor([[0.0], [0.0], [1.0], [2.0], [3.0], [0.0], [5.0], [6.0]])
     loss = LogRatioLoss()(emb, labels)
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and float(loss.detach()) > 0 and torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), euclid(labels)).float())
 

@@ -5,6 +5,8 @@ and the proxies."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from pytorch_metric_learning import losses
@@ -47,7 +49,9 @@ def test_matches_the_library(labels: str, seed: int, dtype: torch.dtype) -> None
     x, y = batch(labels, seed, dtype)
     ours, ours_grads = value_and_grads(lambda v: loss(v, y), x, loss.loss.proxies)
     lib, lib_grads = value_and_grads(lambda v: loss.loss(v, None, y), x, loss.loss.proxies)
-    tol = {"rtol": 1e-9, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    tol: dict[str, Any] = (
+        {"rtol": 1e-9, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    )
     torch.testing.assert_close(ours, lib, **tol)
     for a, b in zip(ours_grads, lib_grads, strict=True):
         torch.testing.assert_close(a, b, **tol)

@@ -136,6 +136,7 @@ def test_degenerate_batches_are_finite(labels: torch.Tensor) -> None:
     emb = F.normalize(torch.randn(8, DIM), dim=1).requires_grad_(True)
     value = loss(emb, labels)
     value.backward()
+    assert emb.grad is not None
     assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
     if len(set(labels.tolist())) in (1, 8):  # no triplet at all
         assert float(value.detach()) == 0.0
@@ -147,6 +148,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     value = loss(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     value.backward()
     assert math.isclose(float(value.detach()), ALPHA + BETA0, rel_tol=1e-6)  # only [α + β − 0]₊
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
 
 

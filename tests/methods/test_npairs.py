@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from dmlbench.methods import create_method
+from tests.methods._batches import tensor_sum
 
 L2_REG = 0.002
 
@@ -29,7 +30,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, l2_reg: float = L2_REG) -
     sq = [(emb[i] ** 2).sum() for i in range(n)]
     reg_a = sum(sq[a] for a in anchors) / len(anchors)
     reg_p = sum(sq[p] for p in positives) / len(positives)
-    return sum(terms) / len(terms) + 0.25 * l2_reg * (reg_a + reg_p)
+    return tensor_sum(terms) / len(terms) + 0.25 * l2_reg * (reg_a + reg_p)
 
 
 def loss_fn(l2_reg: float = L2_REG) -> torch.nn.Module:
@@ -100,6 +101,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn()(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels).to(loss.dtype))
 
@@ -108,6 +110,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     # Every logit is 0: log(1 + 6) per anchor, plus λ/2 · ‖1‖² = λ/2 · 8.
     assert math.isclose(loss.item(), math.log(7) + L2_REG / 2 * 8, rel_tol=1e-6)

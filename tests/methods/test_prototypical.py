@@ -11,6 +11,7 @@ import torch
 from dmlbench.data.samplers import ClassBalancedBatchSampler
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import create_method
+from tests.methods._batches import tensor_sum
 
 
 def reference(emb: torch.Tensor, labels: torch.Tensor, n_support: int) -> torch.Tensor:
@@ -25,7 +26,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, n_support: int) -> torch.
     total = emb.sum() * 0.0
     for q in queries:
         neg_d = {c: -((emb[q] - protos[c]) ** 2).sum() for c in classes}  # squared Euclidean
-        log_z = torch.log(sum(torch.exp(v) for v in neg_d.values()))
+        log_z = torch.log(tensor_sum(torch.exp(v) for v in neg_d.values()))
         total = total - (neg_d[int(labels[q])] - log_z)  # eq. 13
     return total / len(queries)
 
@@ -96,6 +97,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn(1, 2)(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels, 1).to(loss.dtype))
 
@@ -104,5 +106,6 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn(1, 2)(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     assert math.isclose(loss.item(), math.log(4), rel_tol=1e-6)  # uniform over 4 prototypes

@@ -11,6 +11,7 @@ from pytorch_metric_learning import losses
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import create_method
+from dmlbench.methods.proxy_nca import ProxyNCALoss
 
 C, DIM, SCALE = 7, 8, 3.0
 
@@ -29,8 +30,10 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, proxies: torch.Tensor) ->
     return total / len(labels)
 
 
-def loss_fn() -> torch.nn.Module:
-    return create_method("proxy-nca", None, num_classes=C, embedding_size=DIM).build_loss().double()
+def loss_fn() -> ProxyNCALoss:
+    loss = create_method("proxy-nca", None, num_classes=C, embedding_size=DIM).build_loss().double()
+    assert isinstance(loss, ProxyNCALoss)
+    return loss
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -83,6 +86,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(len(labels), DIM, dtype=torch.float64, requires_grad=True)
     value = loss(emb, labels)
     value.backward()
+    assert emb.grad is not None
     assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
     torch.testing.assert_close(value, reference(emb.detach(), labels, loss.proxies.detach()))
 

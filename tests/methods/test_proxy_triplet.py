@@ -10,6 +10,7 @@ from pytorch_metric_learning import distances, losses, reducers
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import create_method
+from dmlbench.methods.proxy_triplet import ProxyTripletLoss
 
 C, DIM, MARGIN = 6, 8, 1.0
 
@@ -29,9 +30,11 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, proxies: torch.Tensor) ->
     return total / count
 
 
-def loss_fn() -> torch.nn.Module:
+def loss_fn() -> ProxyTripletLoss:
     method = create_method("proxy-triplet", None, num_classes=C, embedding_size=DIM)
-    return method.build_loss().double()
+    loss = method.build_loss().double()
+    assert isinstance(loss, ProxyTripletLoss)
+    return loss
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -75,6 +78,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(len(labels), DIM, dtype=torch.float64, requires_grad=True)
     value = loss(emb, labels)
     value.backward()
+    assert emb.grad is not None
     assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
     torch.testing.assert_close(
         value.detach(), reference(emb.detach(), labels, loss.proxies.detach())

@@ -26,7 +26,7 @@ def reference(
     n = len(labels)
     total = emb.sum() * 0.0
     for i in range(n):
-        d = [torch.sqrt(((emb[i] - emb[j]) ** 2).sum()) if j != i else None for j in range(n)]
+        d = {j: torch.sqrt(((emb[i] - emb[j]) ** 2).sum()) for j in range(n) if j != i}
         pos = [j for j in range(n) if j != i and labels[j] == labels[i]]
         neg = [j for j in range(n) if labels[j] != labels[i]]
         p_star = [j for j in pos if d[j].item() > alpha - margin]
@@ -108,6 +108,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     loss = loss_fn()(emb, labels)
     loss.backward()
     assert torch.isfinite(loss)
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss, reference(emb.detach(), labels).to(loss.dtype))
 
@@ -116,6 +117,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     # d = 0: positives are trivial, every negative is at α from the boundary: L_N = α per query.
     assert math.isclose(loss.item(), LAM * ALPHA, rel_tol=1e-6)

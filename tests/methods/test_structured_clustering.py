@@ -14,6 +14,7 @@ from sklearn.metrics import normalized_mutual_info_score
 from dmlbench.methods import create_method
 from dmlbench.methods._common import pairwise_distances
 from dmlbench.methods.structured_clustering import greedy_augmented_medoids, nmi_many
+from tests.methods._batches import tensor_sum
 
 GAMMA = 1.0
 
@@ -25,7 +26,7 @@ def dist(emb: torch.Tensor, i: int, j: int) -> torch.Tensor:
 def facility(emb: torch.Tensor, s: list[int]) -> torch.Tensor:
     """F(X, S) = −Σ_i min_{j∈S} ‖x_i − x_j‖."""
     n = len(emb)
-    return -sum(torch.stack([dist(emb, i, j) for j in s]).min() for i in range(n))
+    return -tensor_sum(torch.stack([dist(emb, i, j) for j in s]).min() for i in range(n))
 
 
 def assignment(emb: torch.Tensor, s: list[int]) -> list[int]:
@@ -61,7 +62,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, gamma: float = GAMMA) -> 
     oracle = emb.sum() * 0.0
     for k in set(y):  # eq. 10
         members = [i for i in range(len(y)) if y[i] == k]
-        scores = [-sum(dist(emb, i, j) for i in members) for j in members]
+        scores = [-tensor_sum(dist(emb, i, j) for i in members) for j in members]
         oracle = oracle + torch.stack(scores).max()
     return torch.relu(facility(emb, s) + gamma * (1.0 - nmi) - oracle)
 
@@ -187,6 +188,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)
     value = loss_fn()(emb, labels)
     value.backward()
+    assert emb.grad is not None
     assert torch.isfinite(value) and torch.isfinite(emb.grad).all()
     torch.testing.assert_close(value.detach(), reference(emb.detach(), labels))
     if len(set(labels.tolist())) in (1, 8):
@@ -198,6 +200,7 @@ def test_all_equal_embeddings_are_finite() -> None:
     value = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     value.backward()
     assert torch.isfinite(value) and 0.0 <= float(value.detach()) <= GAMMA
+    assert emb.grad is not None
     assert torch.isfinite(emb.grad).all()
 
 
@@ -207,4 +210,5 @@ def test_batch_of_64_with_16_classes_runs() -> None:
     labels = torch.arange(64) // 4
     value = loss_fn()(emb, labels)
     value.backward()
+    assert emb.grad is not None
     assert torch.isfinite(value) and torch.isfinite(emb.grad).all()

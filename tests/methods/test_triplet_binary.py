@@ -70,6 +70,7 @@ def test_batches_without_negatives_give_zero(n: int) -> None:
     emb = torch.randn(n, 4, requires_grad=True)
     loss = method().build_loss()(emb, torch.zeros(n, 2))
     loss.backward()
+    assert emb.grad is not None
     assert float(loss.detach()) == 0.0 and torch.isfinite(emb.grad).all()
 
 
@@ -77,4 +78,5 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(12, 4, requires_grad=True)
     loss = method().build_loss()(emb, torch.zeros(12, 2))
     loss.backward()
+    assert emb.grad is not None
     assert float(loss.detach()) == pytest.approx(MARGIN) and torch.isfinite(emb.grad).all()

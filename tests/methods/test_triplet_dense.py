@@ -98,6 +98,7 @@ def test_batches_without_triplets_give_zero(labels: torch.Tensor) -> None:
     emb = torch.randn(len(labels), 4, requires_grad=True)
     loss = loss_fn()(emb, labels)
     loss.backward()
+    assert emb.grad is not None
     assert float(loss.detach()) == 0.0 and torch.isfinite(emb.grad).all()
 
 
@@ -106,4 +107,5 @@ def test_all_equal_embeddings_are_finite() -> None:
     labels = torch.arange(8, dtype=torch.float32)[:, None]
     loss = loss_fn()(emb, labels)
     loss.backward()
+    assert emb.grad is not None
     assert float(loss.detach()) == pytest.approx(MARGIN) and torch.isfinite(emb.grad).all()

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from dmlbench.methods import create_method
+from tests.methods._batches import tensor_sum
 
 MARGIN = 0.2
 
@@ -41,7 +42,7 @@ def reference(emb: torch.Tensor, labels: torch.Tensor, margin: float = MARGIN) -
             else:
                 n_star = max(negatives, key=dist.__getitem__)
             terms.append(torch.relu(d_ap - d(a, n_star) + margin))  # the §3.1 hinge
-    return sum(terms) / len(terms) if terms else emb.sum() * 0.0
+    return tensor_sum(terms) / len(terms) if terms else emb.sum() * 0.0
 
 
 def loss_fn(margin: float = MARGIN) -> torch.nn.Module:
@@ -87,6 +88,7 @@ def test_degenerate_batches_match_the_reference(labels: torch.Tensor) -> None:
     emb = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
     loss = loss_fn()(emb, labels)
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     torch.testing.assert_close(loss.detach(), reference(emb.detach(), labels))
     if len(set(labels.tolist())) in (1, 8):
@@ -97,5 +99,6 @@ def test_all_equal_embeddings_are_finite() -> None:
     emb = torch.ones(8, 8, requires_grad=True)
     loss = loss_fn()(emb, torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     loss.backward()
+    assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     assert math.isclose(loss.item(), MARGIN, rel_tol=1e-6)  # every distance 0: [0 − 0 + α]₊
