@@ -18,7 +18,9 @@ PLACEHOLDER = "dmlbench <command> --help"  # the one line that names no real com
 
 def shell_blocks(text: str) -> list[str]:
     """The bodies of the README's fenced code blocks in a shell language (or none)."""
-    blocks, body, lang = [], [], None
+    blocks: list[str] = []
+    body: list[str] = []
+    lang: str | None = None
     for line in text.splitlines():
         if line.startswith("```"):
             if lang is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -43,9 +45,14 @@ def test_exact_knn_equals_brute_force_and_widens_when_needed(dist, seed, monkeyp
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(12, 28))
     labels = centres[rng.integers(0, 12, 400)] + rng.normal(size=(400, 28)) * 0.3
-    calls = []
+    calls: list[int] = []
     real = dense._rerank
-    monkeypatch.setattr(dense, "_rerank", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(dense, "_rerank", counted)
     idx, d = exact_knn(labels, labels, 7, dist, self_index=np.arange(400), block=128)
     expected = brute_knn(labels, dist, 7)
     np.testing.assert_allclose(d, expected, rtol=1e-9)

@@ -54,6 +54,7 @@ def _rank_main(rank: int, rendezvous: str, out: str) -> None:
         loss_fn(emb).backward()
         del ddp  # holds the process group: released before the group is destroyed
         if rank == 0:
+            assert model.weight.grad is not None and model.bias.grad is not None
             torch.save(
                 {
                     "shards": gathered,

@@ -94,7 +94,7 @@ def test_perfect_ranking_scores_one_and_reversed_scores_lower() -> None:
 
 
 def numpy_eq12(
-    emb: np.ndarray, label_d: np.ndarray, ks: list[int], normalize: bool
+    emb: tuple[np.ndarray, np.ndarray], label_d: np.ndarray, ks: list[int], normalize: bool
 ) -> dict[str, float]:
     """Independent eq. 12: full distance matrices, full sorts, a loop over queries and ranks.
 

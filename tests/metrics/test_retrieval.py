@@ -35,7 +35,8 @@ def pml(x: np.ndarray, labels: np.ndarray, include: tuple[str, ...], **kw) -> di
 def slow_metrics(x: np.ndarray, labels: np.ndarray, ks: list[int]) -> dict[str, float]:
     """Loop over queries with a full sort: Recall@K, R-Precision, MAP@R by definition."""
     x = l2_normalize(x)
-    out: dict[str, list[float]] = {f"recall@{k}": [] for k in ks} | {"r_precision": [], "map@r": []}
+    names = [*(f"recall@{k}" for k in ks), "r_precision", "map@r"]
+    out: dict[str, list[float]] = {name: [] for name in names}
     for q in range(len(x)):
         others = [i for i in range(len(x)) if i != q]
         d = [float(np.sum((x[q] - x[i]) ** 2)) for i in others]

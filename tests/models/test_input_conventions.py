@@ -12,6 +12,8 @@ with or without them).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pytest
 import timm
@@ -118,11 +120,13 @@ def test_timm_network_sees_timms_own_preprocessing(
     transform = create_transform(**resolve_data_config({}, model=reference_net))
     steps = [t for t in transform.transforms if type(t).__name__ in {"MaybeToTensor", "Normalize"}]
     assert len(steps) == 2, transform  # timm's preprocessing, minus resizing and cropping
-    reference = image
+    reference: Image.Image | torch.Tensor = image
     for step in steps:
         reference = step(reference)
+    assert isinstance(reference, torch.Tensor)
     net, _ = create_backbone(f"timm:{model}", None, 3)
-    first = net.net.get_submodule(reference_net.pretrained_cfg["first_conv"])
+    pretrained_cfg = cast(dict[str, Any], reference_net.pretrained_cfg)  # set by create_model
+    first = net.net.get_submodule(pretrained_cfg["first_conv"])
     assert torch.allclose(first_input(net, first, batch), reference.unsqueeze(0), atol=1e-6)
 
 
