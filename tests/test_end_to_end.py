@@ -7,6 +7,8 @@ Recall@1, with a margin no initialisation accident could give).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dmlbench.options import RunOptions
@@ -16,7 +18,7 @@ from dmlbench.run import run_protocol
 
 @pytest.mark.slow
 @pytest.mark.heavy  # dmlbench check covers every method against its untrained row
-def test_default_methods_beat_untrained(tmp_path) -> None:
+def test_default_methods_beat_untrained(tmp_path: Path) -> None:
     base = load_protocol("glyphs-mini")
     protocol = base.with_overrides(
         {"data.params.num_classes": 200, "optim.epochs": 6, "search.trials": 0}, name="glyphs-e2e"
@@ -34,7 +36,7 @@ def test_default_methods_beat_untrained(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.heavy  # 45 s of CI with the rendering; their boards will cover it (docs/protocols.md)
 @pytest.mark.parametrize(("name", "margin"), [("emoji-mini", 0.04), ("icons-mini", 0.03)])
-def test_rendered_data_sets_learn(tmp_path, name: str, margin: float) -> None:
+def test_rendered_data_sets_learn(tmp_path: Path, name: str, margin: float) -> None:
     """`dmlbench run --protocol NAME --method multi-similarity --seed 0 --no-search` beats the
     untrained network on the two data sets rendered from installed packages (measured: 19.5
     vs 11.3 on emoji-mini, 16.6 vs 9.7 on icons-mini; the margins leave room for seed noise,

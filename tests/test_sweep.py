@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,9 @@ def test_derived_protocols_are_validated_and_hashed() -> None:
         sweep_protocols(base, "model.embedding_size", [("-1", -1)])
 
 
-def test_sweep_command_writes_records_tables_and_plot(tmp_path, capsys) -> None:
+def test_sweep_command_writes_records_tables_and_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     proto = tmp_path / "tiny.yaml"
     text = (
         load_protocol("poses-mini")

@@ -15,7 +15,7 @@ from tests.test_protocol import BASE
 SUBCOMMANDS = ["run", "report", "list", "validate"]
 
 
-def test_every_subcommand_has_help(capsys) -> None:
+def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
     assert exit_.value.code == 0
@@ -55,12 +55,12 @@ def test_bad_protocol_is_one_line_exit_2(
         assert str(path) in lines[0] and fragment in lines[0]
 
 
-def test_unknown_method_is_a_clear_error(capsys) -> None:
+def test_unknown_method_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--method", "multi-similarty", "--no-progress"]) == 2
     assert "did you mean 'multi-similarity'" in capsys.readouterr().err
 
 
-def test_list(capsys) -> None:
+def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "methods"]) == 0
     out = capsys.readouterr().out
     assert "multi-similarity" in out and "Schroff" in out
@@ -71,7 +71,7 @@ def test_list(capsys) -> None:
     assert main(["validate"]) == 0
 
 
-def test_run_then_report(tmp_path: Path, capsys) -> None:
+def test_run_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     proto = tmp_path / "p.yaml"
     proto.write_text(BASE)
     args = [

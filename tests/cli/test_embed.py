@@ -78,7 +78,9 @@ def test_embed_a_folder_of_images(record: Path, tmp_path: Path) -> None:
         np.testing.assert_allclose(npz["embeddings"][:3], kept, atol=1e-6)
 
 
-def test_bad_input_is_one_line(record: Path, tmp_path: Path, capsys) -> None:
+def test_bad_input_is_one_line(
+    record: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = ["--out", str(tmp_path / "x.npz")]
     embed = ["embed", "--record", str(record), "--images"]
     missing = tmp_path / "nope.json"
@@ -93,7 +95,9 @@ def test_bad_input_is_one_line(record: Path, tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "x.npz").exists()
 
 
-def test_a_tampered_weights_file_is_refused(record: Path, tmp_path: Path, capsys) -> None:
+def test_a_tampered_weights_file_is_refused(
+    record: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     copy = tmp_path / "copy" / record.name
     shutil.copytree(record.parent, copy.parent)
     (weights,) = copy.parent.glob("artifacts/*.pt")
@@ -104,7 +108,9 @@ def test_a_tampered_weights_file_is_refused(record: Path, tmp_path: Path, capsys
     assert str(weights) in line and "SHA-256" in line
 
 
-def test_no_keep_writes_nothing_and_embed_says_why(tmp_path: Path, capsys) -> None:
+def test_no_keep_writes_nothing_and_embed_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     record = run(tmp_path, "--no-keep")
     assert not list((tmp_path / "results").rglob("artifacts"))
     assert load_record(record).artifacts == {}

@@ -70,7 +70,9 @@ def one_error(capsys: pytest.CaptureFixture[str]) -> str:
     return err[0]
 
 
-def test_a_shuffled_file_is_refused(folder: Path, tmp_path: Path, capsys) -> None:
+def test_a_shuffled_file_is_refused(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with np.load(folder / "contrastive.npz") as npz:
         order = np.random.default_rng(0).permutation(len(npz["index"]))
         rows = {k: npz[k][order] for k in ("embeddings", "labels", "index")}
@@ -93,7 +95,11 @@ def test_a_shuffled_file_is_refused(folder: Path, tmp_path: Path, capsys) -> Non
     ],
 )  # fmt: skip
 def test_a_wrong_file_is_one_line(
-    folder: Path, tmp_path: Path, capsys, change: dict[str, object], message: str
+    folder: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    change: dict[str, object],
+    message: str,
 ) -> None:
     before = sorted((folder / "results").rglob("*.json"))
     assert evaluate(folder, shuffled(folder, tmp_path, **change)) == 2
@@ -101,7 +107,9 @@ def test_a_wrong_file_is_one_line(
     assert sorted((folder / "results").rglob("*.json")) == before
 
 
-def test_flags_name_the_model_and_the_report_shows_it_apart(folder: Path, capsys) -> None:
+def test_flags_name_the_model_and_the_report_shows_it_apart(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     who = ["--model-name", "my-net", "--trained-by", "me", "--trained-on", "ImageNet-1k"]
     assert evaluate(folder, folder / "untrained.npz", *who, "--seed", "3") == 0
     (ext,) = (folder / "results").rglob("my-net-seed3-external.json")

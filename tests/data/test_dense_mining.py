@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,9 @@ def test_pose_distance_hand_example() -> None:
 
 @pytest.mark.parametrize("dist", [PoseDistance(), EuclideanDistance()], ids=["pose", "euclid"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_exact_knn_equals_brute_force_and_widens_when_needed(dist, seed, monkeypatch) -> None:
+def test_exact_knn_equals_brute_force_and_widens_when_needed(
+    dist: PoseDistance | EuclideanDistance, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(12, 28))
     labels = centres[rng.integers(0, 12, 400)] + rng.normal(size=(400, 28)) * 0.3
@@ -63,7 +66,7 @@ def test_exact_knn_equals_brute_force_and_widens_when_needed(dist, seed, monkeyp
 
 
 def test_neighbour_lists_are_cached_and_a_corrupt_cache_is_recomputed(
-    tmp_path, monkeypatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     labels = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
     idx, d = neighbour_lists(labels, PoseDistance(), 5, tmp_path)

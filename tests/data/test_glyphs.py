@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from dmlbench.data import load_data
@@ -43,7 +45,7 @@ def test_generation_is_deterministic_and_varied() -> None:
     assert not np.array_equal(a, c)
 
 
-def test_cache_round_trip_and_corrupt_cache_is_regenerated(tmp_path) -> None:
+def test_cache_round_trip_and_corrupt_cache_is_regenerated(tmp_path: Path) -> None:
     p = GlyphsParams(num_classes=4)
     first = load_or_generate(p, tmp_path)
     files = list((tmp_path / "glyphs").glob("*.npz"))

@@ -72,7 +72,7 @@ def bundle(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     return root, make_bundle(root)
 
 
-def test_loads_the_bundle_layout(bundle, tmp_path) -> None:
+def test_loads_the_bundle_layout(bundle, tmp_path: Path) -> None:
     root, truth = bundle
     data = load_protocol_data(protocol(root), cache=tmp_path / "cache")
     train, test = data.train, data.test
@@ -111,7 +111,7 @@ def test_image_order_is_torchvision_imagefolder_order(bundle) -> None:
     assert ours == theirs and len(ours) == N_TRAIN
 
 
-def test_missing_pieces_name_the_path(bundle, tmp_path) -> None:
+def test_missing_pieces_name_the_path(bundle, tmp_path: Path) -> None:
     root, _ = bundle
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match="nowhere"):
@@ -125,7 +125,7 @@ def test_missing_pieces_name_the_path(bundle, tmp_path) -> None:
         load_protocol_data(protocol(root), cache=cache)
 
 
-def test_mismatched_lists_are_rejected(bundle, tmp_path) -> None:
+def test_mismatched_lists_are_rejected(bundle, tmp_path: Path) -> None:
     root, truth = bundle
     cache = tmp_path / "cache"
     good = (root / "list_nn.pkl").read_bytes()
@@ -165,7 +165,7 @@ def test_pickles_cannot_run_code(tmp_path: Path) -> None:
         load_pickle(path)
 
 
-def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:
+def test_corrupt_image_names_the_file(bundle, tmp_path: Path) -> None:
     root, _ = bundle
     bad = sorted((root / "val").glob("*.png"))[0]
     bad.write_bytes(b"\x89PNG not really")
@@ -174,7 +174,7 @@ def test_corrupt_image_names_the_file(bundle, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("method", ["log-ratio", "triplet-dense"])
-def test_trains_and_evaluates_end_to_end(bundle, tmp_path, method: str) -> None:
+def test_trains_and_evaluates_end_to_end(bundle, tmp_path: Path, method: str) -> None:
     from dmlbench.engine.evaluation import evaluate_model
     from dmlbench.engine.train import train
     from dmlbench.methods import create_method

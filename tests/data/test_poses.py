@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -72,7 +74,7 @@ def test_left_and_right_limbs_are_drawn_differently() -> None:
     assert abs(int(near(r)) - int(near(lft))) > 50
 
 
-def test_cache_round_trip(tmp_path) -> None:
+def test_cache_round_trip(tmp_path: Path) -> None:
     first = load_or_generate(SMALL, tmp_path)
     files = list((tmp_path / "poses").glob("*.npz"))
     assert len(files) == 1
@@ -111,7 +113,9 @@ def test_poses_mini_protocol_split() -> None:
 
 
 @pytest.mark.slow
-def test_run_all_continuous_methods_end_to_end(tmp_path, capsys) -> None:
+def test_run_all_continuous_methods_end_to_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`dmlbench run --method all` on poses picks the continuous methods; the table reports
     nDCG@K and mean label distance@K for every K of the protocol."""
     from dmlbench.cli.main import main

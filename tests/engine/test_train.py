@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -14,7 +16,7 @@ from dmlbench.options import RunOptions
 from dmlbench.run import run_protocol
 
 
-def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path) -> None:
+def test_same_seed_same_weights_and_metrics(tiny_glyphs_protocol, tmp_path: Path) -> None:
     opts = dict(max_steps=6, progress=False, force=True)
     a = run_protocol(
         tiny_glyphs_protocol,
@@ -44,7 +46,9 @@ class ExplodingLoss(nn.Module):
         return emb.sum() * float("nan")
 
 
-def test_non_finite_loss_stops_with_the_step(tiny_glyphs_protocol, monkeypatch) -> None:
+def test_non_finite_loss_stops_with_the_step(
+    tiny_glyphs_protocol, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = load_data(tiny_glyphs_protocol)
     method = create_method("contrastive", None, data.train.num_classes, 64)
     monkeypatch.setattr(method, "build_loss", lambda: ExplodingLoss())

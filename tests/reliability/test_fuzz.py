@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -107,7 +108,9 @@ def test_mutated_valid_protocols_only_raise_protocol_errors(path: list[str], val
 
 @FUZZ
 @given(st.text(max_size=200))
-def test_arbitrary_yaml_text_only_raises_protocol_errors(tmp_path_factory, text: str) -> None:
+def test_arbitrary_yaml_text_only_raises_protocol_errors(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "p.yaml"
     path.write_text(text, encoding="utf-8")
     try:
