@@ -447,7 +447,8 @@ def test_runs_use_one_torch_thread_and_restore_the_callers(monkeypatch: pytest.M
 def test_parallel_check_gives_the_sequential_rows(
     board: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rows, entries = {}, []
+    rows: dict[int, list[check.Row]] = {}
+    entries: list[check.Entry] = []
     for jobs in (1, 2):
         rows[jobs] = check.run_check(
             board, None, None, progress=False, jobs=jobs, on_entry=entries.append
