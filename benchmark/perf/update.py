@@ -32,6 +32,7 @@ from dmlbench.perf._common import (
     markdown_table,
     refuse_if_busy,
 )
+from dmlbench.records import atomic_write_text, load_record
 
 TARGET_SECONDS = 120 * 60  # every board of every embedded protocol, 12 tuned seeds
 
@@ -55,8 +56,6 @@ def records_cost(lb_dir: Path, names: Sequence[str], jobs: int) -> list[Row]:
     out the tolerances and the report (seconds), and a run's time includes whatever ran beside
     it: an upper bound for a quiet machine of the CPU that made the records.
     """
-    from dmlbench.records import load_record
-
     rows, total = [], 0.0
     for name in names:
         seconds = [
@@ -104,11 +103,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"Regenerating every board of {_where(args.leaderboard_dir)} from an empty work "
             f"folder, from its records' run times ({jobs} jobs; target: under "
             f"{TARGET_SECONDS // 60} minutes on 2 cores). The runs ran on {args.made_on} (the "
-            "records do not name their CPU); the machine below only added them up:\n\n"
+            "records do not name their CPU; this machine's load does not enter):\n\n"
             + markdown_table(records_cost(args.leaderboard_dir, list(boards.LEADERBOARD), jobs))
             + "\n"
         )
-        emit("dmlbench.perf.update --from-records", machine_info(), body, args.out)
+        text = f"# dmlbench.perf.update --from-records\n\n{body}"
+        print(text)
+        if args.out is not None:
+            atomic_write_text(args.out, text)
         return 0
     if args.work_dir is None:
         parser.error("--work-dir is required unless --from-records")

@@ -58,7 +58,7 @@ def resign(record: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A leaderboard of one cheap method + untrained, made by the generator (3 seeds)."""
+    """A leaderboard of one cheap method + untrained, made by the generator (the boards' seeds)."""
     root = tmp_path_factory.mktemp("board")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(boards, "LEADERBOARD", boards.make_boards((TINY, str(tiny_protocol_file(root)))))
@@ -231,7 +231,8 @@ def test_an_interrupted_update_leaves_the_committed_board_and_resumes(
     assert not [p for p in board.iterdir() if p.name.startswith(".") and p.name != ".locks"]
     after = {k for k in _tree(board) if k.endswith("final.json")}
     assert after == {k for k in before if k.endswith("final.json")}
-    assert len(made) == 2 * (3 + 5)  # every (board, entry, seed), contrastive and untrained
+    seeds = len(boards.DEFAULTS_SEEDS) + len(boards.TUNED_SEEDS)
+    assert len(made) == 2 * seeds  # every (board, entry, seed), contrastive and untrained
     now = _tree(work)
     assert all(now[k] == v for k, v in kept.items()), "a finished record was made again"
 

@@ -35,11 +35,12 @@ def test_counts_and_sums_per_method() -> None:
 
 
 def test_the_committed_tuned_board_shows_what_each_search_really_trained() -> None:
-    """glyphs-mini's searches: 8 trials each, but proxy-nca and supcon completed 2 (the median
-    pruner's 2 start-up trials), and the epochs trained differ between methods."""
+    """glyphs-mini's searches: 8 trials each; every method completed at least the median
+    pruner's 3 start-up trials, some only those, and the epochs trained differ between methods."""
     from pathlib import Path
 
     from dmlbench.records import load_records
+    from dmlbench.search.study import MEDIAN_STARTUP_TRIALS
 
     lb = Path(__file__).resolve().parents[2] / "results" / "leaderboard" / "glyphs-mini"
     records, _ = load_records(lb)
@@ -47,7 +48,8 @@ def test_the_committed_tuned_board_shows_what_each_search_really_trained() -> No
     trained = b.drop(index="untrained")
     assert (trained["trials"] == 8).all()
     assert (trained["complete"] + trained["pruned"] == 8).all()
-    assert trained.loc["proxy-nca", "complete"] == 2 and trained.loc["supcon", "complete"] == 2
+    assert (trained["complete"] >= MEDIAN_STARTUP_TRIALS).all()
+    assert (trained["complete"] == MEDIAN_STARTUP_TRIALS).any()  # the rest were pruned
     assert trained["search_epochs"].nunique() > 1  # an equal trial count, unequal training
 
 
