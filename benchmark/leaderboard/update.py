@@ -92,6 +92,7 @@ def update_leaderboard(
 
     A defaults entry's seed is one task, a tuned entry (its search, then its seeds) is one,
     ``jobs`` at a time (:func:`_tasks`, :mod:`dmlbench.leaderboard.tasks`)."""
+    made_on = machine(jobs)  # before the new records make the checkout look edited (+dirty)
     old = _old_tolerances(lb_dir, whole=methods is None and set(names) == set(boards.LEADERBOARD))
     shutil.rmtree(lb_dir / STAGING, ignore_errors=True)  # left by an interrupted swap
     protocols_out = dict(old.protocols) if old else {}
@@ -149,7 +150,7 @@ def update_leaderboard(
         )
     if methods is None:
         _swap_in(lb_dir, {p.name for p in protocols.values()})
-    tolerances = _write_tolerances(lb_dir, protocols_out, jobs)
+    tolerances = _write_tolerances(lb_dir, protocols_out, made_on)
     write_report(lb_dir, reports_dir)
     return tolerances
 
@@ -261,7 +262,7 @@ def _copy_trials(work: Path, lb_dir: Path, protocol: Any, methods: list[str]) ->
 
 
 def _write_tolerances(
-    lb_dir: Path, protocols: dict[str, ProtocolTolerances], jobs: int
+    lb_dir: Path, protocols: dict[str, ProtocolTolerances], made_on: dict[str, Any]
 ) -> Tolerances:
     tolerances = Tolerances(
         k=K,
@@ -269,7 +270,7 @@ def _write_tolerances(
         cap=CAP,
         rule=RULE,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        machine=machine(jobs),
+        machine=made_on,
         hparams=LEADERBOARD_HPARAMS,
         protocols=protocols,
         checksums=record_checksums(lb_dir, sorted(protocols)),

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from dmlbench import provenance
 from dmlbench.cli.main import main
 from dmlbench.leaderboard import boards, check, tolerances
 from dmlbench.leaderboard import tolerances as tolerances_mod
@@ -63,6 +64,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(boards, "LEADERBOARD", boards.make_boards((TINY, str(tiny_protocol_file(root)))))
         mp.setattr(boards, "leaderboard_methods", lambda protocol: ["contrastive"])
+        commits = iter(["c0ffee"])  # then edited: the new records are files of the checkout
+        mp.setattr(provenance, "git_commit", lambda: next(commits, "c0ffee+dirty"))
         check_update.update_leaderboard(
             root / "leaderboard", root / "reports", root / "work", [DEF, TUN], None, False, 2
         )
@@ -159,6 +162,7 @@ def test_update_writes_both_boards_trials_tolerances_and_report(built: Path) -> 
     assert trials == [f"contrastive-trial000{i}-search-trial.json" for i in (0, 1)]
     tol = tolerances.load_tolerances(board)
     assert tol is not None and tol.k == tolerances.K and tol.cap == tolerances.CAP
+    assert tol.machine["git_commit"] == "c0ffee"  # the code's commit, before the update wrote
     assert tol.protocols[DEF].seeds == list(defaults_seeds) and tol.protocols[TUN].seeds == list(
         tuned_seeds
     )
