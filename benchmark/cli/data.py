@@ -73,9 +73,10 @@ EPILOG = """examples:
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser(
         "data",
-        help="get real data sets into place",
-        description="Download, verify and extract real data sets, or "
-        "print where their files go; write a manifest.",
+        help="get data sets into place; draw the rendered ones",
+        description="Download, verify and extract real data sets, or print where their files "
+        "go, and write a manifest; render the emoji and icons sets, and draw a few of their "
+        "classes.",
     )
     actions = data.add_subparsers(dest="data_command", metavar="ACTION")
     prep = actions.add_parser(
