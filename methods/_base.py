@@ -139,6 +139,17 @@ class Method:
                 "size: set batch.samples_per_class or choose a batch size it divides"
             )
 
+    @classmethod
+    def fill_batch_defaults(cls, hparams: HParams, samples_per_class: int | None) -> HParams:
+        """``hparams`` with the defaults that depend on the protocol's images per class filled in.
+
+        A paper's default can be tied to its own batch composition (prototypical's 5 shots of
+        10 images per class); when a protocol fixes ``batch.samples_per_class`` (``None``: each
+        method chooses), such a default is restated for that batch here, where the method is
+        built, so the record names the value that trained. Values already given are kept.
+        """
+        return hparams
+
     def batch_sampler(
         self, split: Split, batch_size: int, samples_per_class: int | None, seed: int
     ) -> Any:
@@ -226,4 +237,7 @@ def method_for(protocol: Protocol, name: str, hparams: HParams | None, num_class
     The one place runs, search trials, preflight checks and kept models build a method, so
     none of them can hand a method another width than the network it trains.
     """
+    cls = METHODS.get(name)
+    given = {k: v for k, v in (hparams or {}).items() if v is not None}
+    hparams = cls.fill_batch_defaults(given, protocol.batch.samples_per_class)
     return create_method(name, hparams, num_classes, protocol.model.embedding_size)

@@ -22,6 +22,10 @@ Deliberate choices:
   in the softmax) but no query; a batch with no query at all gives a zero loss.
 - ``n_support`` must be smaller than the images per class, or no batch would have a query: a
   clear error is raised when the method is built or its sampler is asked for such batches.
+- The paper's default is half of the images per class (5 shots + 5 queries of 10). A protocol
+  that fixes ``batch.samples_per_class`` K (2 in emoji-mini and icons-mini) gets that half,
+  ``max(1, K // 2)``, as its default, and the search offers only shot counts below K; a
+  protocol that lets the method choose keeps 5 of 10.
 
 pytorch-metric-learning has no prototypical loss, so it is written here. Defaults
 ``n_support`` = 5 and 10 images per class (5 shots + 5 queries) are Fehervari et al.'s
@@ -76,6 +80,12 @@ class Prototypical(Method):
         super().__init__(hparams, num_classes, embedding_size)
         self._check(int(self.hparams["samples_per_class"]))
 
+    @classmethod
+    def fill_batch_defaults(cls, hparams: HParams, samples_per_class: int | None) -> HParams:
+        if samples_per_class is None or "n_support" in hparams:
+            return hparams
+        return {**hparams, "n_support": max(1, samples_per_class // 2)}
+
     def _check(self, samples_per_class: int) -> None:
         n_support = int(self.hparams["n_support"])
         if not 1 <= n_support < samples_per_class:
@@ -95,8 +105,11 @@ class Prototypical(Method):
 
     @classmethod
     def search_space(cls, trial: Any) -> HParams:
-        # Every n_support choice is below every samples_per_class choice.
+        # Every n_support choice is below every samples_per_class choice, and below the
+        # protocol's images per class where it fixes them (ExactBatchTrial says so).
+        fixed = getattr(trial, "batch_samples_per_class", None)
+        shots = [n for n in (1, 2, 3, 5) if fixed is None or n < fixed]
         return {
-            "n_support": trial.suggest_categorical("n_support", [1, 2, 3, 5]),
+            "n_support": trial.suggest_categorical("n_support", shots),
             "samples_per_class": trial.suggest_categorical("samples_per_class", [6, 8, 10]),
         }

@@ -154,10 +154,18 @@ class ExactBatchTrial:
     search space's choice that cannot fill it (8 per class in a batch of 60) is dropped before
     sampling rather than failing its trial. The choices depend on the protocol only, so they
     are the same for every trial of a study, as Optuna requires.
+
+    Attributes:
+        batch_samples_per_class: the protocol's ``batch.samples_per_class`` (``None`` when each
+            method chooses), for a search space whose choices depend on it (prototypical's
+            shots must be fewer than the images per class).
     """
 
-    def __init__(self, trial: optuna.Trial, batch_size: int) -> None:
+    def __init__(
+        self, trial: optuna.Trial, batch_size: int, samples_per_class: int | None = None
+    ) -> None:
         self._trial, self._batch_size = trial, batch_size
+        self.batch_samples_per_class = samples_per_class
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._trial, name)
@@ -191,7 +199,9 @@ def _run_trial(
     metric = objective_metric(protocol, train_split.label_kind)
     v = protocol.search.validation  # a split too small to carve folds from stops the search
     folds = validation_folds(train_split, v.folds, v.fraction, protocol.seeds[0])
-    hparams = METHODS.get(method).search_space(ExactBatchTrial(trial, protocol.batch.size))
+    hparams = METHODS.get(method).search_space(
+        ExactBatchTrial(trial, protocol.batch.size, protocol.batch.samples_per_class)
+    )
     trial.set_user_attr("hparams", hparams)
     log_ = _TrialLog()
     path = _trial_path(protocol, method, _slot(trial), run)

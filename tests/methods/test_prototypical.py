@@ -109,3 +109,53 @@ def test_all_equal_embeddings_are_finite() -> None:
     assert emb.grad is not None
     assert torch.isfinite(loss) and torch.isfinite(emb.grad).all()
     assert math.isclose(loss.item(), math.log(4), rel_tol=1e-6)  # uniform over 4 prototypes
+
+
+def test_a_protocol_with_two_images_per_class_gets_one_shot_and_says_so() -> None:
+    """emoji-mini samples 2 images per class: the paper's half of them is 1 shot, not 5."""
+    from dmlbench.methods import method_for
+    from dmlbench.protocol import load_protocol
+
+    two = load_protocol("emoji-mini")
+    assert two.batch.samples_per_class == 2
+    method = method_for(two, "prototypical", None, num_classes=10)
+    assert method.hparams["n_support"] == 1  # the record takes method.hparams
+    split = type("S", (), {"labels": np.repeat(np.arange(40), 3)})()
+    assert isinstance(method.batch_sampler(split, 60, 2, seed=0), ClassBalancedBatchSampler)
+    chosen = method_for(two, "prototypical", {"n_support": 1}, num_classes=10)
+    assert chosen.hparams["n_support"] == 1
+    three = method_for(two, "prototypical", {"n_support": 3}, num_classes=10)
+    with pytest.raises(DmlbenchError, match="n_support=3"):  # a given value is never changed
+        three.batch_sampler(split, 60, 2, seed=0)
+    own = load_protocol("glyphs-mini")  # the method chooses its batch: the paper's 5 of 10
+    assert own.batch.samples_per_class is None
+    assert method_for(own, "prototypical", None, num_classes=10).hparams["n_support"] == 5
+
+
+def test_the_search_offers_fewer_shots_than_the_protocols_images_per_class() -> None:
+    import optuna
+
+    from dmlbench.protocol import load_protocol
+    from dmlbench.search.study import open_study
+    from dmlbench.search.worker import ExactBatchTrial
+
+    two = load_protocol("emoji-mini")
+    study = open_study(two, "prototypical", optuna.storages.InMemoryStorage(), "s")
+    shots = set()
+    for _ in range(12):  # the first is the enqueued default, restated for 2 per class
+        trial = study.ask()
+        shots.add(_space(ExactBatchTrial(trial, 60, 2))["n_support"])
+        study.tell(trial, 0.0)
+    assert shots == {1}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(30):
+        trial = study.ask()
+        shots.add(_space(ExactBatchTrial(trial, 60))["n_support"])
+        study.tell(trial, 0.0)
+    assert shots == {1, 2, 3, 5}  # a protocol that lets the method choose: the paper's range
+
+
+def _space(trial: object) -> dict[str, object]:
+    from dmlbench.methods import METHODS
+
+    return METHODS.get("prototypical").search_space(trial)
