@@ -96,7 +96,10 @@ def select_boards(
 # --------------------------------------------------------------------------- the boards
 
 LEADERBOARD: dict[str, Board] = make_boards(
-    ("glyphs-mini", "glyphs-mini"), ("poses-mini", "poses-mini")
+    ("glyphs-mini", "glyphs-mini"),
+    ("emoji-mini", "emoji-mini"),
+    ("icons-mini", "icons-mini"),
+    ("poses-mini", "poses-mini"),
 )
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
 # Catalogue entries on the boards beside the founding papers' methods: the later losses a
@@ -125,7 +128,15 @@ DEFAULTS_ONLY: dict[str, str] = {
 # so that CI stays within 30 minutes on 2 cores; `dmlbench check --all` re-runs every entry.
 # Protocols not listed are re-run whole. The untrained row is always re-run (it is cheap and
 # it checks the data and the backbone).
-CHECK_SUBSET: dict[str, tuple[str, ...]] = {}
+_FAMILIES = (
+    "contrastive",
+    "triplet-semihard",
+    "multi-similarity",
+    "proxy-anchor",
+    "proxy-softmax",
+    "smooth-ap",
+)
+CHECK_SUBSET: dict[str, tuple[str, ...]] = {"emoji-mini": _FAMILIES, "icons-mini": _FAMILIES}
 
 
 def check_entries(name: str, entries: list[str], everything: bool = False) -> list[str]:
