@@ -50,9 +50,20 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def git_commit() -> str | None:
-    """The commit of the dmlbench checkout (``+dirty`` when it has uncommitted changes)."""
-    here = Path(__file__).resolve().parent
+#: Output folders of a checkout (the committed leaderboard and its reports): a regeneration
+#: writes them, and their changes say nothing about the code that made the numbers.
+OUTPUT_FOLDERS = ("results", "reports")
+
+
+def git_commit(folder: Path | None = None) -> str | None:
+    """The commit of the dmlbench checkout, ``+dirty`` when its code has uncommitted changes.
+
+    Changes under :data:`OUTPUT_FOLDERS` do not count: an update writes one board's records
+    and reports before it runs the next board, which would otherwise be marked as made by
+    uncommitted code. ``folder`` (default: this package's) is any folder of the checkout.
+    """
+    here = folder or Path(__file__).resolve().parent
+    outputs = [f":(top,exclude){name}" for name in OUTPUT_FOLDERS]
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -63,7 +74,7 @@ def git_commit() -> str | None:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", *outputs],
             cwd=here,
             capture_output=True,
             text=True,

@@ -36,13 +36,29 @@ def test_git_commit_is_the_checkouts_head() -> None:
         pytest.skip("dmlbench is not installed from a git checkout here")
     commit = provenance.git_commit()
     assert commit is not None and commit.removesuffix("+dirty") == head.stdout.strip()
-    status = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"],
-        cwd=here,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    assert commit.endswith("+dirty") == bool(status)
+
+
+def test_only_code_changes_make_a_commit_dirty(tmp_path: Path) -> None:
+    """A regeneration rewrites results/ and reports/ between boards: the code is still clean."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for rel in ("benchmark/x.py", "results/r.json", "reports/r.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("0")
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "x", "--allow-empty")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "files")
+    (tmp_path / "results/r.json").write_text("1")
+    (tmp_path / "reports/r.md").write_text("1")
+    (tmp_path / "untracked.py").write_text("1")
+    code = tmp_path / "benchmark"
+    clean = provenance.git_commit(code)
+    assert clean is not None and not clean.endswith("+dirty")
+    (tmp_path / "benchmark/x.py").write_text("1")
+    assert provenance.git_commit(code) == clean + "+dirty"
 
 
 def test_usable_cpus_and_environment() -> None:

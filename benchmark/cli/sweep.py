@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dmlbench.run import parse_over, run_sweep, sweep_protocols
-
 EPILOG = """examples:
   dmlbench sweep --protocol poses --over model.embedding_size=16,32,64,128 \\
       --method log-ratio,triplet-dense
@@ -20,6 +18,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from dmlbench.protocol import load_protocol
     from dmlbench.report import write_reports
     from dmlbench.report.plots import sweep_points, write_sweep_plots
+    from dmlbench.run import parse_over, run_sweep, sweep_protocols
 
     load_plugins(args.plugin)
     protocol = apply_budget(load_protocol(args.protocol), args)
