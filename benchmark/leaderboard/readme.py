@@ -81,7 +81,8 @@ def across_excerpt(report: Path, link: str, rows: int = ROWS) -> str:
     if not table:
         raise DmlbenchError(f"{report}: no table under '{ACROSS_SECTION}'")
     lead = [line for line in lines[: table[0]] if line]
-    body = len(table) - 2
+    first = [i for n, i in enumerate(table) if i == table[0] + n]  # the methods' table only
+    body = len(first) - 2
     return "\n".join(
         [
             "**Across data sets (class labels, tuned boards).** " + " ".join(lead),
@@ -89,8 +90,19 @@ def across_excerpt(report: Path, link: str, rows: int = ROWS) -> str:
             *lines[table[0] : table[0] + 2 + rows],
             "",
             f"Top {min(rows, body)} of {body} methods; [the whole comparison]({link}).",
+            *_agreement(lines[first[-1] + 1 :]),
         ]
     )
+
+
+def _agreement(lines: list[str]) -> list[str]:
+    """The Kendall τ table's rows as one sentence (none when there is one data set)."""
+    rows = [line for line in lines if line.startswith("|")][2:]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    pairs = [f"{c[0]} {c[2]} {c[3]}" for c in cells if len(c) == 4]
+    if not pairs:
+        return []
+    return ["", "Rank agreement, Kendall τ with its 95% interval: " + "; ".join(pairs) + "."]
 
 
 def block(readme: Path, begin: str = BEGIN, end: str = END) -> str:

@@ -70,6 +70,11 @@ def test_readme_shows_the_committed_comparison_across_data_sets() -> None:
     assert shown == expected, "README is stale: python -m dmlbench.leaderboard.readme"
     assert "glyphs-mini" in shown and "not on CUB-200" in shown
     assert shown.count("\n|") == 2 + readme.ROWS
+    section = (REPORTS / readme.ACROSS).read_text(encoding="utf-8").split("## Continuous")[0]
+    methods = section.split("| method ")[1].split("\n\n")[0].count("\n|") - 1
+    assert f"of {methods} methods" in shown  # the methods' table, not the τ table below it
+    taus = section.split("Rank agreement")[1].split("\n\n")[1].count("\n|") - 1
+    assert shown.split("Rank agreement")[1].count(" vs ") == taus == 3
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert text.index(readme.END) < text.index(readme.ACROSS_BEGIN), "beside the board"
 
