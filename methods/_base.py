@@ -150,6 +150,16 @@ class Method:
         """
         return hparams
 
+    @classmethod
+    def resolved_hparams(cls, given: HParams, samples_per_class: int | None) -> HParams:
+        """Every hyper-parameter a run with ``given`` overrides trains with, under a protocol
+        whose ``batch.samples_per_class`` is ``samples_per_class``: what its record names."""
+        return {
+            **cls.defaults,
+            "samples_per_class": cls.samples_per_class,
+            **cls.fill_batch_defaults(dict(given), samples_per_class),
+        }
+
     def batch_sampler(
         self, split: Split, batch_size: int, samples_per_class: int | None, seed: int
     ) -> Any:

@@ -184,18 +184,15 @@ def board_methods(name: str) -> list[str]:
     return [m for m in methods if not (is_tuned(name) and m in DEFAULTS_ONLY)]
 
 
-def expected_hparams(method: str) -> dict[str, Any]:
-    """A method's resolved hyper-parameters on the defaults board (defaults + leaderboard's)."""
+def expected_hparams(method: str, samples_per_class: int | None) -> dict[str, Any]:
+    """A method's resolved hyper-parameters on a defaults board whose protocol samples
+    ``samples_per_class`` images per class (defaults + leaderboard's, restated for the batch)."""
     from dmlbench.methods import METHODS
 
     if method == UNTRAINED:
         return {}
-    cls = METHODS.get(method)
-    return {
-        **cls.defaults,
-        "samples_per_class": cls.samples_per_class,
-        **LEADERBOARD_HPARAMS.get(method, {}),
-    }
+    given = LEADERBOARD_HPARAMS.get(method, {})
+    return METHODS.get(method).resolved_hparams(given, samples_per_class)
 
 
 def leaderboard_overrides(method: str) -> dict[str, Any]:

@@ -299,7 +299,7 @@ def check_task(name: str, protocol: Protocol, old: Record, note: Callable[[str],
     m = old.method
     if boards.is_tuned(name):
         return Task(name, protocol, m, (old.seed,), selection=old.search or None)
-    if old.hparams == boards.expected_hparams(m):
+    if old.hparams == boards.expected_hparams(m, protocol.batch.samples_per_class):
         return Task(name, protocol, m, (old.seed,), boards.LEADERBOARD_HPARAMS.get(m))
     note(
         f"warning: {name}/{m}: the committed hyper-parameters differ from the method's "

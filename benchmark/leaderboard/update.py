@@ -233,9 +233,10 @@ def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) 
                 tuned_tasks.append(Task(n, protocol, m, seeds))
                 continue
             overrides, hparams = leaderboard_overrides(m), LEADERBOARD_HPARAMS.get(m)
+            expected = expected_hparams(m, protocol.batch.samples_per_class)
             for s in seeds:
                 path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
-                stale = path.is_file() and load_record(path).hparams != expected_hparams(m)
+                stale = path.is_file() and load_record(path).hparams != expected
                 tasks.append(Task(n, protocol, m, (s,), hparams, stale))
     untrained = [t for t in tasks if t.method == UNTRAINED]
     return untrained + tuned_tasks + [t for t in tasks if t.method != UNTRAINED]

@@ -207,11 +207,7 @@ def _nothing() -> Iterator[None]:
 def _init_study(study: optuna.Study, protocol: Protocol, method: str, name: str) -> None:
     if not study.get_trials(deepcopy=False):
         cls = METHODS.get(method)
-        defaults = {
-            **cls.defaults,
-            "samples_per_class": cls.samples_per_class,
-            **cls.fill_batch_defaults({}, protocol.batch.samples_per_class),
-        }
+        defaults = cls.resolved_hparams({}, protocol.batch.samples_per_class)
         study.enqueue_trial(defaults, user_attrs={"defaults": True}, skip_if_exists=True)
         study.set_user_attr("protocol_hash", protocol.hash)
         study.set_user_attr("method", method)

@@ -524,7 +524,9 @@ def test_committed_leaderboard_matches_shipped_protocols() -> None:
                 ]
                 assert len({r.trial for r in trials}) >= protocol.search.trials, method
             else:
-                assert record.hparams == boards.expected_hparams(method), method
+                assert record.hparams == boards.expected_hparams(
+                    method, protocol.batch.samples_per_class
+                ), method
             assert set(spreads[method]) == set(record.metrics), method
             by_seed = {
                 r.seed: r
