@@ -11,7 +11,10 @@ import pytest
 from dmlbench.records import load_records
 
 
+# heavy: a whole glyphs-mini run in its own process (a minute of CI); the pml: path is tested
+# in-process by the catalogue's tests, and CI's `dmlbench check` runs glyphs-mini whole.
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_pml_circle_loss_beats_the_untrained_row(tmp_path: Path) -> None:
     """The issue's exact command (plus throw-away folders, one thread, no bars), in its own
     process as a user runs it: both rows of the one run are compared, so they share the

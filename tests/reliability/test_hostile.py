@@ -713,7 +713,9 @@ def test_14_the_cache_can_be_listed_and_cleaned(tiny: Tiny) -> None:
 # --------------------------------------------------------------------------- 17: input size
 
 
-@pytest.mark.parametrize("size", [56, 112])
+@pytest.mark.parametrize(
+    "size", [56, pytest.param(112, marks=pytest.mark.heavy)]
+)  # one size in the default run
 def test_17_bn_inception_at_a_size_it_cannot_take_fails_validate(cub: Setup, size: int) -> None:
     images = (
         f"images: {{train: {{resize: 128, random_crop: {size}}}, "

@@ -15,7 +15,7 @@ import pytest
 PROTOCOL = """\
 name: resume-test
 version: 1
-data: {dataset: glyphs, params: {num_classes: 80}}
+data: {dataset: glyphs, params: {num_classes: 40}}
 model: {backbone: small-cnn, embedding_size: 32}
 batch: {size: 40}  # multi-similarity's 5 per class divides it
 optim: {lr: 0.001, epochs: 4, schedule: cosine}
