@@ -169,7 +169,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--all",
         action="store_true",
-        help="re-run every entry of every board; by default the boards of the protocols in "
+        help="re-run every entry of every board; by default the boards in "
         "boards.CHECK_SUBSET re-run one entry per loss family (CI's time budget)",
     )
     p.add_argument(

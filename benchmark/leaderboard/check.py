@@ -202,7 +202,7 @@ def run_check(
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
 
-    Without ``methods``, a board whose protocol has a ``CHECK_SUBSET`` re-runs only that
+    Without ``methods``, a board listed in ``CHECK_SUBSET`` re-runs only its
     subset unless ``everything`` (``dmlbench check --all``), with a note naming what was left.
 
     Off the portable path the tolerances are the seed noise (uncapped), with a note, unless

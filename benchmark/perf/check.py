@@ -1,7 +1,7 @@
 """Wall time of ``dmlbench check``: the whole embedded leaderboard, re-run (issue #8.4).
 
 ``python -m dmlbench.perf.check`` runs what ``dmlbench check`` runs (every committed entry
-of ``results/leaderboard``, or a protocol's ``CHECK_SUBSET``, seed 0, in a temporary folder;
+of ``results/leaderboard``, or a board's ``CHECK_SUBSET``, seed 0, in a temporary folder;
 ``--all`` every entry, as ``dmlbench check --all``) and prints, per entry, the
 seconds of the re-run and how many of them were training (the record's ``train_seconds``;
 the rest is data loading, evaluation and records). The last rows compare the whole check
