@@ -128,8 +128,8 @@ DEFAULTS_ONLY: dict[str, str] = {
 # minutes on 2 cores; `dmlbench check --all` re-runs every entry. Boards not listed are re-run
 # whole: glyphs-mini's tuned board and both of poses-mini's, so that every method's code runs in
 # CI; glyphs-mini's defaults board re-runs the families and dreml (which has no tuned entry;
-# its other methods run on the tuned board beside it). The untrained row is always re-run (it is cheap and it checks the data and
-# the backbone).
+# its other methods run on the tuned board beside it). The untrained row is always re-run (it
+# is cheap and it checks the data and the backbone).
 _FAMILIES = (
     "contrastive",
     "triplet-semihard",
