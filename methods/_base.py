@@ -247,7 +247,6 @@ def method_for(protocol: Protocol, name: str, hparams: HParams | None, num_class
     The one place runs, search trials, preflight checks and kept models build a method, so
     none of them can hand a method another width than the network it trains.
     """
-    cls = METHODS.get(name)
     given = {k: v for k, v in (hparams or {}).items() if v is not None}
-    hparams = cls.fill_batch_defaults(given, protocol.batch.samples_per_class)
-    return create_method(name, hparams, num_classes, protocol.model.embedding_size)
+    resolved = METHODS.get(name).resolved_hparams(given, protocol.batch.samples_per_class)
+    return create_method(name, resolved, num_classes, protocol.model.embedding_size)
