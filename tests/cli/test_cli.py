@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dmlbench.cli.main import build_parser, main
+from tests.cli.runner import run_cli
 from tests.test_protocol import BASE
 
 SUBCOMMANDS = ["run", "report", "list", "validate"]
@@ -46,13 +47,28 @@ def test_bad_protocol_is_one_line_exit_2(
     path = tmp_path / "bad.yaml"
     path.write_text(BASE.replace(*edit))
     for argv in (["validate", str(path)], ["run", "--protocol", str(path)]):
+        assert_one_error_line(run_cli(*argv), path, fragment)
+
+
+def test_a_new_process_prints_only_the_error_line(tmp_path: Path) -> None:
+    """What the in-process cases cannot see: nothing else reaches stderr from a new
+    interpreter (an import-time warning of a library, a traceback on the way out)."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(BASE.replace("size: 32", "size: lots"))
+    for argv in (["validate", str(path)], ["run", "--protocol", str(path)]):
         proc = subprocess.run(
             [sys.executable, "-m", "dmlbench", *argv], capture_output=True, text=True
         )
-        assert proc.returncode == 2, proc.stderr
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "Traceback" not in proc.stderr
-        assert str(path) in lines[0] and fragment in lines[0]
+        assert_one_error_line(proc, path, "batch.size:")
+
+
+def assert_one_error_line(
+    proc: subprocess.CompletedProcess[str], path: Path, fragment: str
+) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert str(path) in lines[0] and fragment in lines[0]
 
 
 def test_unknown_method_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

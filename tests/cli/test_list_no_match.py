@@ -6,12 +6,10 @@ reads as "dmlbench has no such method".
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from dmlbench.cli.main import main
+from tests.cli.runner import run_cli
 
 
 @pytest.mark.parametrize(
@@ -35,11 +33,7 @@ def test_unknown_name_is_one_line_exit_2_with_did_you_mean(
 
 
 def test_the_command_line_prints_no_traceback() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlbench", "list", "methods", "multisimilarity"],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("list", "methods", "multisimilarity")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == (
         "error: no method matches 'multisimilarity' (did you mean 'multi-similarity'?); "

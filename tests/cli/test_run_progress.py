@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.runner import run_cli
 from tests.test_protocol import BASE
 
 CLOCK = r"\d+s|\d+m\d\ds|\d+h\d\dm"  # dmlbench.engine.progress.clock, "?" excluded
@@ -28,7 +27,7 @@ def _seconds(clock: str) -> int:
 def test_redirected_run_prints_a_line_per_finished_run_with_elapsed_and_eta(
     tmp_path: Path,
 ) -> None:
-    """2 methods × 2 seeds in a process whose stderr is a pipe (no terminal: no tqdm bars):
+    """2 methods × 2 seeds with stderr off a terminal (no tqdm bars):
     the untrained baseline runs for each seed too, so 6 runs finish and 6 lines say so."""
     proto = tmp_path / "p.yaml"
     proto.write_text(BASE.replace("seeds: [0]", "seeds: [0, 1]"))
@@ -38,12 +37,7 @@ def test_redirected_run_prints_a_line_per_finished_run_with_elapsed_and_eta(
         "--seed", ",".join(map(str, seeds)), "--no-search", "--threads", "1",
         "--results-dir", str(tmp_path / "res"), "--reports-dir", str(tmp_path / "rep"),
     ]  # fmt: skip
-    proc = subprocess.run(
-        [sys.executable, "-m", "dmlbench", *argv],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli(*argv)  # stderr is not a terminal, as a pipe is not
     assert proc.returncode == 0, proc.stderr
     # a finished run's line starts with its method (epoch lines are indented)
     finished = [ln for ln in proc.stderr.splitlines() if re.match(r"\S+ seed \d+: ", ln)]

@@ -31,7 +31,7 @@ def test_readme_plugin_example_runs(tmp_path: Path) -> None:
     ).stdout
     assert "my-cosine-contrastive" in out and "my own idea" in out
     # The page's run command, shortened to a smoke test of the same code path.
-    argv = [*run.split()[1:], "--max-steps", "3", "--no-progress"]
+    argv = [*run.split()[1:], "--max-steps", "3", "--trials", "1", "--no-progress"]
     proc = subprocess.run(
         [sys.executable, "-m", "dmlbench", *argv], cwd=tmp_path, capture_output=True, text=True
     )

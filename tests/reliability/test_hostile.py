@@ -1,6 +1,7 @@
 """A hostile user against the "What happens when…" table (docs/failures.md), from the shell.
 
-Every case runs ``python -m dmlbench`` in a subprocess, as a user would, and checks what the
+Every case runs the ``dmlbench`` command line as a user would (in this process, which a new
+one would behave like: :mod:`tests.cli.runner`; as another user in a new one), and checks what the
 table promises: exit status 2 with ONE ``error: …`` line naming the file, key or path and no
 traceback, or the documented recovery (a warning naming the file, then a normal run) — and
 that nothing already on disk was lost.
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.cli.runner import run_cli
 from tests.reliability.test_bad_input import BANNER, Setup, fixture_protocol
 
 TINY = """\
@@ -78,16 +80,16 @@ def readable_package() -> Path:
 def dmlbench(
     *argv: str | Path, cache: Path, cwd: Path | None = None, as_nobody: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m dmlbench ARGV`` with its own cache folder (as ``nobody`` when asked: root
-    ignores file permissions, so a read-only folder is only read-only to another user)."""
-    env = {**os.environ, "DMLBENCH_CACHE": str(cache), "PYTHONWARNINGS": "ignore"}
-    prefix: list[str] = []
-    if as_nobody and os.geteuid() == 0:
-        prefix = NOBODY
-        env["HOME"] = str(cache)
-        env["PYTHONPATH"] = str(readable_package())
+    """``dmlbench ARGV`` with its own cache folder: in this process (:mod:`tests.cli.runner`),
+    or as ``nobody`` in a new one when asked (root ignores file permissions, so a read-only
+    folder is only read-only to another user)."""
+    env = {"DMLBENCH_CACHE": str(cache)}
+    if not (as_nobody and os.geteuid() == 0):
+        return run_cli(*argv, env=env, cwd=cwd)
+    env = {**os.environ, **env, "PYTHONWARNINGS": "ignore", "HOME": str(cache),
+           "PYTHONPATH": str(readable_package())}  # fmt: skip
     return subprocess.run(
-        [*prefix, sys.executable, "-m", "dmlbench", *map(str, argv)],
+        [*NOBODY, sys.executable, "-m", "dmlbench", *map(str, argv)],
         capture_output=True,
         text=True,
         env=env,

@@ -1,6 +1,7 @@
 """Setup mistakes are one line before any work, and never spend the equal tuning budget.
 
-Each case runs the CLI in a subprocess and asserts one ``error:`` line naming the problem,
+Each case runs the CLI (in this process, as a new one would: :mod:`tests.cli.runner`; the
+memory-limit case in a child) and asserts one ``error:`` line naming the problem,
 exit status 2, no traceback, and that nothing was written (no record, no study): a mistake
 that could be found before the study started must not count as a failed trial.
 """
@@ -14,16 +15,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.cli.runner import run_cli
+
 BASE = ["--protocol", "glyphs-mini", "--seed", "0", "--no-progress"]
 
 
 def run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    results = tmp_path / "results"
-    cmd = [
-        sys.executable, "-m", "dmlbench", "run", *argv,
-        "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports"),
-    ]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    out: list[str | Path] = [
+        "--results-dir",
+        tmp_path / "results",
+        "--reports-dir",
+        tmp_path / "reports",
+    ]
+    return run_cli("run", *argv, *out)
 
 
 def assert_one_line(done: subprocess.CompletedProcess[str], *words: str) -> None:
