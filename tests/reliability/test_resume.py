@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.runner import run_cli
+
 PROTOCOL = """\
 name: resume-test
 version: 1
@@ -26,10 +28,9 @@ seeds: [0]
 
 
 def command(protocol: Path, results: Path) -> list[str]:
+    """``dmlbench run`` arguments; one torch thread, so that a run in this process
+    (:mod:`tests.cli.runner`) and one in a child round alike."""
     return [
-        sys.executable,
-        "-m",
-        "dmlbench",
         "run",
         "--protocol",
         str(protocol),
@@ -40,7 +41,13 @@ def command(protocol: Path, results: Path) -> list[str]:
         "--reports-dir",
         str(results / "reports"),
         "--no-progress",
+        "--threads",
+        "1",
     ]
+
+
+def child(argv: list[str]) -> list[str]:
+    return [sys.executable, "-m", "dmlbench", *argv]
 
 
 def final_record(results: Path) -> dict:
@@ -64,7 +71,8 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
     root = tmp_path_factory.mktemp("uninterrupted")
     protocol = root / "p.yaml"
     protocol.write_text(PROTOCOL)
-    subprocess.run(command(protocol, root / "results"), check=True, capture_output=True)
+    done = run_cli(*command(protocol, root / "results"))
+    assert done.returncode == 0, done.stderr
     return protocol, final_record(root / "results")
 
 
@@ -81,7 +89,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
 def test_killed_run_resumes_to_the_same_numbers(uninterrupted, tmp_path: Path, signum: int) -> None:
     protocol, expected = uninterrupted
     results = tmp_path / "results"
-    proc = subprocess.Popen(command(protocol, results), stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(child(command(protocol, results)), stderr=subprocess.PIPE, text=True)
     wait_for_checkpoint(proc, results)  # epoch 0 done: the signal lands in a later epoch
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=300)
@@ -94,7 +102,7 @@ def test_killed_run_resumes_to_the_same_numbers(uninterrupted, tmp_path: Path, s
     assert not list(results.rglob("multi-similarity-seed0-final.json"))
     assert list(results.rglob("checkpoints/*.pt"))
 
-    rerun = subprocess.run(command(protocol, results), capture_output=True, text=True)
+    rerun = run_cli(*command(protocol, results))
     assert rerun.returncode == 0, rerun.stderr
     got = final_record(results)
     assert got["metrics"] == expected["metrics"]
