@@ -12,6 +12,8 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -89,6 +91,25 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """stdout's reader stopped early (``dmlbench run --help | head``): end quietly with the
+    status of a process that SIGPIPE ended, as ``cat`` does, instead of a traceback. What is
+    still buffered goes to /dev/null, or the interpreter fails again flushing it at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout has no file descriptor (redirected in-process)
+        pass
+    return 128 + signal.SIGPIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

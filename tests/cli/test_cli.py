@@ -138,3 +138,17 @@ def test_run_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "| contrastive" in capsys.readouterr().out
     pages = [p for p in (tmp_path / "rep2").glob("*.html") if p.name != "index.html"]
     assert len(pages) == 1 and (tmp_path / "rep2" / "index.html").is_file()
+
+
+def test_help_into_a_pipe_nobody_reads_ends_quietly() -> None:
+    """`dmlbench run --help | head -3`: the reader leaves before the help is written."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dmlbench", "run", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # before the interpreter has even imported dmlbench
+    _, err = proc.communicate(timeout=120)
+    assert err == "" and proc.returncode == 141
