@@ -170,7 +170,8 @@ def add_parser(subparsers: Any) -> None:
         "--all",
         action="store_true",
         help="re-run every entry of every board; by default the boards in "
-        "boards.CHECK_SUBSET re-run one entry per loss family (CI's time budget)",
+        "boards.CHECK_SUBSET re-run a declared subset, e.g. one entry per loss family "
+        "(CI's time budget)",
     )
     p.add_argument(
         "--leaderboard-dir",

@@ -235,8 +235,8 @@ def run_check(
             subset = boards.check_entries(n, chosen[n], everything)
             if len(subset) < len(chosen[n]):
                 note(
-                    f"note: {n}: {len(subset)} of {len(chosen[n])} entries re-run (one per loss "
-                    "family, boards.CHECK_SUBSET); dmlbench check --all re-runs every entry"
+                    f"note: {n}: {len(subset)} of {len(chosen[n])} entries re-run (a declared "
+                    "subset, boards.CHECK_SUBSET); dmlbench check --all re-runs every entry"
                 )
             chosen[n] = subset
     protocols = {n: boards.leaderboard_protocol(n) for n in names}
