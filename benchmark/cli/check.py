@@ -19,7 +19,8 @@ from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.leaderboard.tolerances import CAP, TOLERANCES, K
 
 EPILOG = """examples:
-  dmlbench check                                  # both protocols, both boards, every method
+  dmlbench check                                  # every board (a declared subset of some)
+  dmlbench check --all                            # every entry of every board
   dmlbench check --protocol glyphs-mini --board tuned --method contrastive,untrained
   dmlbench check --update --jobs 2                # regenerate: searches, seeds, tolerances, report
 """
@@ -137,9 +138,10 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check",
         help="re-run the embedded leaderboard and fail when a metric moved",
-        description="Re-run seed 0 of every committed leaderboard entry (glyphs-mini and "
-        "poses-mini; the defaults board with paper defaults, the tuned board with its committed "
-        "search selections) in a temporary folder, print a diff table and exit 1 when a metric "
+        description="Re-run seed 0 of the committed leaderboard's entries (every protocol's "
+        "defaults board with paper defaults, its tuned board with the committed search "
+        "selections; --all for the entries boards.CHECK_SUBSET leaves out) in a temporary "
+        "folder, print a diff table and exit 1 when a metric "
         f"moved more than its tolerance (k × the std over the board's seeds, k = {K:g}, capped "
         f"at {CAP:g} for 0-1 metrics so that a 2-point drop fails; stored in {TOLERANCES}). "
         "Exit 2 when the shipped protocol or the data changed since the leaderboard was made. "
@@ -152,7 +154,7 @@ def add_parser(subparsers: Any) -> None:
         # read when the parser is built (tests patch it)
         choices=sorted({b.base for b in boards.LEADERBOARD.values()}),
         default=None,
-        help="only this protocol's boards (default: both protocols)",
+        help="only this protocol's boards (default: every protocol's)",
     )
     p.add_argument(
         "--board",
@@ -191,7 +193,7 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="regenerate instead of checking: run each tuned method's search and every "
         f"board's seeds, write every seed's records, the search trials, {TOLERANCES} and the "
-        "report (slow: about an hour on 2 cores, 5-6 times the check; resumable from --work-dir)",
+        "report (slow: hours on 2 cores, docs/leaderboard.md; resumable from --work-dir)",
     )
     p.add_argument(
         "--render",
