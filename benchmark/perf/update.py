@@ -8,6 +8,11 @@ resumed regeneration reuses the finished records of ``--work-dir``, so only a ru
 empty work folder measures the whole cost: the report says how many records were reused.
 ``--from-records`` trains nothing and reports instead what the committed boards' own records
 say that regeneration costs (:func:`records_cost`), the figure a resumed regeneration can give.
+``--protocol NAME`` regenerates that protocol's boards only (measured one at a time, the
+whole cost is their sum); ``--compare-with DIR`` (the committed boards, when the regeneration
+went into a scratch copy of them) adds how many of the new records' metrics equal DIR's to the
+last bit (:func:`bit_equal`): a regeneration from an empty work folder replays every search
+and every seed, so this is the strongest reproducibility check the boards have.
 
 One run, not the median of rounds: the figure is an hour that a maintainer pays once. The load
 average at the start and end, and the CPU share other processes used while it ran, are in the
@@ -17,10 +22,12 @@ report (``dmlbench.perf._common``); a report with a busy start is refused withou
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.tasks import default_jobs
@@ -32,7 +39,7 @@ from dmlbench.perf._common import (
     markdown_table,
     refuse_if_busy,
 )
-from dmlbench.records import atomic_write_text, load_record
+from dmlbench.records import Record, atomic_write_text, load_record
 
 TARGET_SECONDS = 120 * 60  # every board of every embedded protocol, 12 tuned seeds
 
@@ -74,6 +81,32 @@ def records_cost(lb_dir: Path, names: Sequence[str], jobs: int) -> list[Row]:
     return rows
 
 
+def bit_equal(new: Path, committed: Path, names: Sequence[str]) -> tuple[int, int, int]:
+    """(metrics equal to the last bit, metrics compared, records without a committed twin)
+    over the records of boards ``names`` in ``new``; records pair by (board, method, seed,
+    stage, trial, overrides) and must also agree on their hyper-parameters."""
+
+    def index(root: Path, name: str) -> dict[tuple[Any, ...], Record]:
+        out = {}
+        for path in sorted((root / name).rglob("*.json")):
+            r = load_record(path)
+            out[r.method, r.seed, r.stage, r.trial, json.dumps(r.overrides, sort_keys=True)] = r
+        return out
+
+    equal = total = unmatched = 0
+    for name in names:
+        old = index(committed, name)
+        for key, record in index(new, name).items():
+            twin = old.get(key)
+            if twin is None:
+                unmatched += 1
+                continue
+            total += len(record.metrics)
+            if record.hparams == twin.hparams:
+                equal += sum(twin.metrics.get(m) == v for m, v in record.metrics.items())
+    return equal, total, unmatched
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m dmlbench.perf.update",
@@ -93,6 +126,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--made-on", default="a CPU not named", help="with --from-records: the CPU that made them"
     )
     parser.add_argument("--jobs", type=int, default=0, help="as dmlbench check --jobs")
+    parser.add_argument(
+        "--protocol",
+        choices=sorted({b.base for b in boards.LEADERBOARD.values()}),
+        help="only this protocol's boards (default: every board)",
+    )
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="DIR",
+        help="count the new records' metrics equal to DIR's to the last bit",
+    )
     add_common_options(parser)
     args = parser.parse_args(argv)
     jobs = args.jobs or default_jobs()
@@ -118,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refused is not None:
         return refused
     info = machine_info()
+    names = boards.select_boards(
+        boards.LEADERBOARD, [args.protocol] if args.protocol else None, None
+    )
     before = _count(args.work_dir)
     start = time.perf_counter()
     if args.what == "leaderboard":
@@ -127,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.leaderboard_dir,
             args.reports_dir,
             args.work_dir,
-            list(boards.LEADERBOARD),
+            names,
             None,
             progress=False,
             jobs=jobs,
@@ -143,15 +190,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         Row("records reused from the work folder (0: the whole cost was measured)", before),
         Row("records made (final runs, search trials, untrained rows)", made),
         Row(
-            f"wall time, min (peer: the target; {os.cpu_count()} CPUs, {jobs} jobs)",
+            f"wall time, min (peer: the target for every board; {os.cpu_count()} CPUs, "
+            f"{jobs} jobs)",
             wall / 60,
-            TARGET_SECONDS / 60,
+            None if args.protocol else TARGET_SECONDS / 60,
         ),
     ]
+    if args.compare_with is not None and args.what == "leaderboard":
+        equal, total, unmatched = bit_equal(args.leaderboard_dir, args.compare_with, names)
+        table.append(Row(f"metrics equal to {args.compare_with}'s to the last bit", equal, total))
+        table.append(Row(f"records {args.compare_with} has no twin of", unmatched))
+    only = f" --protocol {args.protocol}" if args.protocol else ""
     body = (
-        f"`dmlbench check --update{'-sweeps' if args.what == 'sweeps' else ''}` into "
+        f"`dmlbench check --update{'-sweeps' if args.what == 'sweeps' else ''}{only}` into "
         f"{_where(args.leaderboard_dir)} "
-        f"(target: under {TARGET_SECONDS // 60} minutes on 2 cores):\n\n"
+        f"(target: under {TARGET_SECONDS // 60} minutes on 2 cores for every board):\n\n"
         + markdown_table(table)
         + "\n"
     )

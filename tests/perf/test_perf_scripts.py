@@ -214,6 +214,58 @@ def test_update_from_records_adds_up_the_committed_run_times(
     assert float(total["peer"]) == perf_update.TARGET_SECONDS / 60
 
 
+def test_update_of_one_protocol_regenerates_its_boards_and_compares_bit_for_bit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--protocol`` hands only that protocol's boards to the update, whose target row then
+    has no peer (the target is for every board); ``--compare-with`` counts the metrics equal to
+    the committed records, pairing records by method, seed, stage and trial: one committed
+    record copied, one with a metric moved by one ulp, one without a twin."""
+    import json
+    import shutil
+
+    import numpy as np
+
+    from dmlbench.leaderboard import boards
+    from dmlbench.perf import update as perf_update
+
+    committed = Path(__file__).parents[2] / "results" / "leaderboard"
+    scratch = tmp_path / "lb"
+    seen: list[list[str]] = []
+
+    def fake_update(lb_dir: Path, reports: Path, work: Path, names: list[str], *a, **k) -> None:
+        seen.append(names)
+        same, moved, extra = sorted((committed / "icons-mini").rglob("*-seed0-final.json"))[:3]
+        for src in (same, moved, extra):
+            dest = lb_dir / src.relative_to(committed)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = json.loads(src.read_text())
+            if src == moved:
+                data["metrics"]["recall@1"] = float(np.nextafter(data["metrics"]["recall@1"], 2))
+            if src == extra:
+                data["seed"] = 99
+            dest.write_text(json.dumps(data))
+            (work / src.name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, work / src.name)
+
+    monkeypatch.setattr("dmlbench.leaderboard.update.update_leaderboard", fake_update)
+    argv = ["--work-dir", str(tmp_path / "w"), "--leaderboard-dir", str(scratch)]
+    code = perf_update.main([*argv, "--protocol", "icons-mini", "--compare-with", str(committed)])
+    assert code == 0
+    assert seen == [[n for n, b in boards.LEADERBOARD.items() if b.base == "icons-mini"]]
+    rows = {r["figure"]: r for r in parse_table(capsys.readouterr().out)}
+    metrics = len(
+        json.loads(next((committed / "icons-mini").rglob("*-seed0-final.json")).read_text())[
+            "metrics"
+        ]
+    )
+    equal = rows[f"metrics equal to {committed}'s to the last bit"]
+    assert (int(equal["ours"]), int(equal["peer"])) == (2 * metrics - 1, 2 * metrics)
+    assert rows[f"records {committed} has no twin of"]["ours"] == "1"
+    wall = next(r for f, r in rows.items() if f.startswith("wall time, min"))
+    assert wall["peer"] in ("", "—")
+
+
 @pytest.mark.parametrize("everything", [False, True])
 def test_check_script_passes_all_to_the_check(
     everything: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
