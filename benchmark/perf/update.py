@@ -22,12 +22,10 @@ report (``dmlbench.perf._common``); a report with a busy start is refused withou
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.tasks import default_jobs
@@ -39,7 +37,7 @@ from dmlbench.perf._common import (
     markdown_table,
     refuse_if_busy,
 )
-from dmlbench.records import Record, atomic_write_text, load_record
+from dmlbench.records import atomic_write_text, load_record
 
 TARGET_SECONDS = 120 * 60  # every board of every embedded protocol, 12 tuned seeds
 
@@ -83,24 +81,17 @@ def records_cost(lb_dir: Path, names: Sequence[str], jobs: int) -> list[Row]:
 
 def bit_equal(new: Path, committed: Path, names: Sequence[str]) -> tuple[int, int, int]:
     """(metrics equal to the last bit, metrics compared, records without a committed twin)
-    over the records of boards ``names`` in ``new``; records pair by (board, method, seed,
-    stage, trial, overrides) and must also agree on their hyper-parameters."""
-
-    def index(root: Path, name: str) -> dict[tuple[Any, ...], Record]:
-        out = {}
-        for path in sorted((root / name).rglob("*.json")):
-            r = load_record(path)
-            out[r.method, r.seed, r.stage, r.trial, json.dumps(r.overrides, sort_keys=True)] = r
-        return out
-
+    over the records of boards ``names`` in ``new``. Records pair by their path inside the
+    board, which names the protocol hash, method, seed, stage, trial and overrides
+    (:func:`dmlbench.records.record_path`); a pair must also agree on its hyper-parameters."""
     equal = total = unmatched = 0
     for name in names:
-        old = index(committed, name)
-        for key, record in index(new, name).items():
-            twin = old.get(key)
-            if twin is None:
+        for path in sorted((new / name).rglob("*.json")):
+            twin_path = committed / path.relative_to(new)
+            if not twin_path.is_file():
                 unmatched += 1
                 continue
+            record, twin = load_record(path), load_record(twin_path)
             total += len(record.metrics)
             if record.hparams == twin.hparams:
                 equal += sum(twin.metrics.get(m) == v for m, v in record.metrics.items())
@@ -158,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.work_dir is None:
         parser.error("--work-dir is required unless --from-records")
+    if args.what == "sweeps" and (args.protocol or args.compare_with):
+        parser.error("--protocol and --compare-with apply to --what leaderboard")
     refused = refuse_if_busy(args)
     if refused is not None:
         return refused
@@ -196,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             None if args.protocol else TARGET_SECONDS / 60,
         ),
     ]
-    if args.compare_with is not None and args.what == "leaderboard":
+    if args.compare_with is not None:
         equal, total, unmatched = bit_equal(args.leaderboard_dir, args.compare_with, names)
         table.append(Row(f"metrics equal to {args.compare_with}'s to the last bit", equal, total))
         table.append(Row(f"records {args.compare_with} has no twin of", unmatched))

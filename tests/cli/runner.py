@@ -1,8 +1,8 @@
 """Run the ``dmlbench`` command line inside the test process, as a shell would run it in a new one.
 
 Why: a new ``python -m dmlbench`` spends about 5 s importing torch, pytorch-metric-learning and
-scipy before it reads its first argument, and the reliability suites run a few hundred commands
-whose own work is a fraction of that. In this process a command sees what a new one would where
+scipy before it reads its first argument, and the reliability suites run many commands whose
+own work is a fraction of that. In this process a command sees what a new one would where
 it matters for what the tests assert:
 
 - its own environment variables (``DMLBENCH_CACHE``…) and working folder, restored afterwards;

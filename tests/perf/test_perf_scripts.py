@@ -242,8 +242,9 @@ def test_update_of_one_protocol_regenerates_its_boards_and_compares_bit_for_bit(
             data = json.loads(src.read_text())
             if src == moved:
                 data["metrics"]["recall@1"] = float(np.nextafter(data["metrics"]["recall@1"], 2))
-            if src == extra:
+            if src == extra:  # a seed the committed board does not have
                 data["seed"] = 99
+                dest = dest.with_name(dest.name.replace("-seed0-", "-seed99-"))
             dest.write_text(json.dumps(data))
             (work / src.name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, work / src.name)
@@ -286,3 +287,12 @@ def test_check_script_passes_all_to_the_check(
     [wall] = [r for r in parse_table(out) if r["figure"].startswith("whole check: wall time")]
     assert (wall["peer"] == "—") == everything
     assert ("`dmlbench check --all`" in out) == everything
+
+
+def test_update_refuses_protocol_and_compare_with_for_the_sweeps(tmp_path: Path) -> None:
+    from dmlbench.perf import update as perf_update
+
+    argv = ["--what", "sweeps", "--work-dir", str(tmp_path), "--protocol", "icons-mini"]
+    with pytest.raises(SystemExit) as stop:
+        perf_update.main(argv)
+    assert stop.value.code == 2
