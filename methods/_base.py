@@ -131,7 +131,14 @@ class Method:
         """
         if cls.label_kind != "class":
             return
-        m = samples_per_class or (hparams or {}).get("samples_per_class") or cls.samples_per_class
+        given = (hparams or {}).get("samples_per_class")
+        if samples_per_class is not None and given is not None and given != samples_per_class:
+            raise DmlbenchError(
+                f"method {cls.name}: samples_per_class {given!r} given, but the protocol fixes "
+                f"batch.samples_per_class at {samples_per_class}: drop the override, or use a "
+                "protocol that leaves it to the method (batch.samples_per_class: null)"
+            )
+        m = samples_per_class or given or cls.samples_per_class
         if isinstance(m, bool) or not isinstance(m, int) or m < 1 or batch_size % m:
             raise DmlbenchError(
                 f"method {cls.name}: batch.size {batch_size} is not a multiple of "
@@ -153,12 +160,19 @@ class Method:
     @classmethod
     def resolved_hparams(cls, given: HParams, samples_per_class: int | None) -> HParams:
         """Every hyper-parameter a run with ``given`` overrides trains with, under a protocol
-        whose ``batch.samples_per_class`` is ``samples_per_class``: what its record names."""
-        return {
+        whose ``batch.samples_per_class`` is ``samples_per_class``: what its record names.
+
+        A protocol that fixes the images per class overrides the method's own choice, so the
+        record names the protocol's value, the one its batches were drawn with.
+        """
+        resolved = {
             **cls.defaults,
             "samples_per_class": cls.samples_per_class,
             **cls.fill_batch_defaults(dict(given), samples_per_class),
         }
+        if samples_per_class is not None and cls.label_kind == "class":
+            resolved["samples_per_class"] = samples_per_class
+        return resolved
 
     def batch_sampler(
         self, split: Split, batch_size: int, samples_per_class: int | None, seed: int

@@ -208,6 +208,8 @@ def _init_study(study: optuna.Study, protocol: Protocol, method: str, name: str)
     if not study.get_trials(deepcopy=False):
         cls = METHODS.get(method)
         defaults = cls.resolved_hparams({}, protocol.batch.samples_per_class)
+        if protocol.batch.samples_per_class is not None:  # fixed: not a dimension of the study
+            defaults.pop("samples_per_class")
         study.enqueue_trial(defaults, user_attrs={"defaults": True}, skip_if_exists=True)
         study.set_user_attr("protocol_hash", protocol.hash)
         study.set_user_attr("method", method)

@@ -153,7 +153,10 @@ class ExactBatchTrial:
     Every method trains on the protocol's exact batch (:meth:`Method.check_batch`), so a
     search space's choice that cannot fill it (8 per class in a batch of 60) is dropped before
     sampling rather than failing its trial. The choices depend on the protocol only, so they
-    are the same for every trial of a study, as Optuna requires.
+    are the same for every trial of a study, as Optuna requires. A protocol that fixes
+    ``batch.samples_per_class`` leaves nothing to choose: the trial answers with its value and
+    the study gets no such dimension (a dead one would spend the sampler's draws on a choice
+    that never trains, and the record would name a value its batches did not have).
 
     Attributes:
         batch_samples_per_class: the protocol's ``batch.samples_per_class`` (``None`` when each
@@ -172,6 +175,8 @@ class ExactBatchTrial:
 
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
         if name == "samples_per_class":
+            if self.batch_samples_per_class is not None:
+                return self.batch_samples_per_class
             choices = [c for c in choices if self._batch_size % int(c) == 0] or list(choices)
         return self._trial.suggest_categorical(name, choices)
 

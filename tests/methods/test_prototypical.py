@@ -124,9 +124,9 @@ def test_a_protocol_with_two_images_per_class_gets_one_shot_and_says_so() -> Non
     assert isinstance(method.batch_sampler(split, 60, 2, seed=0), ClassBalancedBatchSampler)
     chosen = method_for(two, "prototypical", {"n_support": 1}, num_classes=10)
     assert chosen.hparams["n_support"] == 1
-    three = method_for(two, "prototypical", {"n_support": 3}, num_classes=10)
+    assert chosen.hparams["samples_per_class"] == 2  # the protocol's, not the paper's 10
     with pytest.raises(DmlbenchError, match="n_support=3"):  # a given value is never changed
-        three.batch_sampler(split, 60, 2, seed=0)
+        method_for(two, "prototypical", {"n_support": 3}, num_classes=10)
     own = load_protocol("glyphs-mini")  # the method chooses its batch: the paper's 5 of 10
     assert own.batch.samples_per_class is None
     assert method_for(own, "prototypical", None, num_classes=10).hparams["n_support"] == 5

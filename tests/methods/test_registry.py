@@ -182,6 +182,45 @@ def test_check_batch_names_the_method_and_both_numbers() -> None:
     METHODS.get("log-ratio").check_batch(31, None)  # own sampler: exact by construction
 
 
+def test_an_override_the_protocols_images_per_class_would_ignore_is_refused() -> None:
+    from dmlbench.errors import DmlbenchError
+
+    margin = METHODS.get("margin")
+    margin.check_batch(60, 2, {"samples_per_class": 2})  # the same value: nothing is ignored
+    with pytest.raises(DmlbenchError, match=r"samples_per_class 5 given, .* fixes .* at 2"):
+        margin.check_batch(60, 2, {"samples_per_class": 5})
+
+
+def test_a_record_names_the_images_per_class_its_batches_had() -> None:
+    """Under a protocol that fixes them, the method's own default is not what trained."""
+    from dmlbench.methods import method_for
+
+    emoji, glyphs = load_protocol("emoji-mini"), load_protocol("glyphs-mini")
+    assert emoji.batch.samples_per_class == 2 and glyphs.batch.samples_per_class is None
+    binomial = METHODS.get("binomial")
+    assert binomial.samples_per_class == 5
+    assert method_for(emoji, "binomial", None, 10).hparams["samples_per_class"] == 2
+    assert method_for(glyphs, "binomial", None, 10).hparams["samples_per_class"] == 5
+    assert binomial.resolved_hparams({"samples_per_class": 4}, None)["samples_per_class"] == 4
+
+
+def test_a_protocols_fixed_images_per_class_is_no_dimension_of_the_search() -> None:
+    import optuna
+
+    from dmlbench.search.study import open_study
+    from dmlbench.search.worker import ExactBatchTrial
+
+    emoji = load_protocol("emoji-mini")
+    study = open_study(emoji, "binomial", optuna.storages.InMemoryStorage(), "s")
+    for _ in range(6):  # the enqueued default, then the sampler's own draws
+        trial = study.ask()
+        hp = METHODS.get("binomial").search_space(ExactBatchTrial(trial, 60, 2))
+        assert hp["samples_per_class"] == 2
+        assert "samples_per_class" not in trial.params
+        study.tell(trial, 0.0)
+    assert len({t.params["alpha"] for t in study.trials}) == 6  # the other dimensions are searched
+
+
 def test_search_drops_samples_per_class_choices_that_cannot_fill_the_batch() -> None:
     import optuna
 
