@@ -57,6 +57,14 @@ def test_hparam_types_and_ranges_are_checked_before_data(
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
 
 
+def test_images_per_class_the_protocol_fixes_cannot_be_overridden(tmp_path: Path) -> None:
+    """emoji-mini samples 2 per class for every method: a run at 4 would name what never ran."""
+    hparam = "contrastive.samples_per_class=4"
+    done = run(tmp_path, "--protocol", "emoji-mini", "--method", "contrastive", "--hparam", hparam)
+    assert_one_line(done, "samples_per_class 4", "batch.samples_per_class at 2")
+    assert not list(tmp_path.rglob("*.json"))
+
+
 @pytest.mark.parametrize("seed", ["92233720368547758", "4294967296", "2147483648"])
 def test_a_seed_faiss_cannot_take_is_refused_before_any_record(tmp_path: Path, seed: str) -> None:
     done = run(tmp_path, "--protocol", "glyphs-mini", "--method", "contrastive", "--seed", seed)
