@@ -228,7 +228,7 @@ def check_images(files: list[Path], workers: int | None = None) -> None:
 def write_manifest(name: str, root: Path, source: dict[str, str] | None) -> dict[str, object]:
     """Check the layout with the data set's loader and write ``root/dmlbench-manifest.json``."""
     from dmlbench import __version__
-    from dmlbench.data.base import DATASETS
+    from dmlbench.data import DATASETS
     from dmlbench.data.files import manifest
     from dmlbench.records import atomic_write_text
 

@@ -111,11 +111,8 @@ def configure_logging(level: int = PROGRESS, log_file: str | Path | None = None)
     application embedding dmlbench, pytest), stderr is left to them, as ``basicConfig`` does.
     """
     global _SETUP
+    reset_logging()
     root = logging.getLogger()
-    for handler in _HANDLERS:
-        root.removeHandler(handler)
-        handler.close()
-    _HANDLERS.clear()
     owned = not root.handlers
     if owned or root.level > min(level, logging.WARNING):  # never hide what others asked for
         root.setLevel(min(level, logging.WARNING))
@@ -132,6 +129,21 @@ def configure_logging(level: int = PROGRESS, log_file: str | Path | None = None)
     for handler in _HANDLERS:
         root.addHandler(handler)
     _SETUP = LogSetup(level, None if log_file is None else str(log_file))
+
+
+def reset_logging() -> None:
+    """Remove and close what :func:`configure_logging` installed, as if it had never run.
+
+    For whoever calls the command line twice in one process (an application, the tests): a
+    log file of the first call must not receive the second one's lines.
+    """
+    global _SETUP
+    root = logging.getLogger()
+    for handler in _HANDLERS:
+        root.removeHandler(handler)
+        handler.close()
+    _HANDLERS.clear()
+    _SETUP = None
 
 
 def note_in_log_file(text: str) -> None:

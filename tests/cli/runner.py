@@ -85,10 +85,10 @@ def _as_a_new_process(
             warnings.simplefilter("ignore")
             yield
     finally:
-        for handler in root.handlers[:]:  # what the command installed
+        progress.reset_logging()  # a later command's early error must not reach this log file
+        for handler in root.handlers[:]:  # anything else the command installed
             root.removeHandler(handler)
             handler.close()
-        progress._HANDLERS.clear()  # a later command's early error must not reach this log file
         for handler in saved_handlers:
             root.addHandler(handler)
         root.setLevel(saved_level)

@@ -22,10 +22,7 @@ def own_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(root, "handlers", [])
     monkeypatch.setattr(root, "level", logging.WARNING)
     yield
-    for handler in progress._HANDLERS:
-        handler.close()
-    progress._HANDLERS.clear()
-    monkeypatch.setattr(progress, "_SETUP", None)
+    progress.reset_logging()
 
 
 def bare(argv: list[str]) -> int:

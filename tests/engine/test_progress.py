@@ -93,3 +93,19 @@ def test_epoch_lines_off_a_terminal_and_the_tracker_gets_each_point(
     quiet = train(protocol, method, data.train, 0, progress=False)  # --no-progress: no lines
     assert len([r for r in caplog.records if r.name == "dmlbench.progress"]) == 2
     assert quiet.curve == result.curve  # progress and tracking move no number
+
+
+def test_reset_logging_leaves_nothing_of_a_configured_log_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second command in one process must not write into the first one's log file."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    log = tmp_path / "first.log"
+    progress.configure_logging(log_file=log)
+    assert progress.current_setup() is not None
+    progress.line("first command")
+    progress.reset_logging()
+    progress.line("second command")
+    assert "first command" in log.read_text() and "second command" not in log.read_text()
+    assert progress.current_setup() is None and root.handlers == []
