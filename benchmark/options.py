@@ -21,16 +21,16 @@ HParams = dict[str, Any]
 
 @dataclass(frozen=True)
 class Accel:
-    """How to run, never what: data-loader workers and the GPU options.
+    """How to run, never what: data-loader workers and mixed precision.
 
     None of these may change a number on the CPU; on CUDA, mixed precision is ``auto`` (bf16)
-    unless ``amp`` says ``fp16`` (with a grad scaler) or ``off``.
+    unless ``amp`` says ``fp16`` (with a grad scaler) or ``off``, and every record names it
+    (``env.precision``). The memory format and torch.compile are not here: both move numbers
+    on the CPU too, so they are protocol keys (``model.channels_last``, ``model.compile``).
     """
 
     num_workers: int = 0
     amp: str = "auto"
-    channels_last: bool = False
-    compile_model: bool = False
 
     def precision(self, device: Any) -> str:
         """The training precision on ``device``: ``"fp32"``, ``"bf16"`` or ``"fp16"``.

@@ -52,7 +52,11 @@ HASH_EXCLUDE: dict[str, Any] = {
 DEFAULT_EQUIVALENCE_MARGIN = 0.03
 # Keys added after protocols were hashed, left out of the hash while at their default, so that
 # adding an option never changes the identity of the protocols that do not use it.
-HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {("optim", "steps_per_epoch"): None}
+HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("optim", "steps_per_epoch"): None,
+    ("model", "channels_last"): False,
+    ("model", "compile"): False,
+}
 
 
 def _not_a_bool(value: Any) -> Any:
@@ -132,6 +136,14 @@ class ModelSpec(FrozenModel):
     normalize: Bool = True
     pooling: Literal["avg", "avgmax"] = "avg"
     frozen_bn: Bool = False
+    # Two speed options that are part of *what* is computed, not only how fast: on the CPU an
+    # NHWC network runs other convolution, batch-norm and pooling kernels, and torch.compile
+    # fuses operations, and both round differently from the first step on (a run moves by as
+    # much as a seed does). Hence protocol keys, hashed, rather than run options.
+    channels_last: Bool = Field(
+        False, description="train and embed in NHWC memory format (timm's --channels-last)"
+    )
+    compile: Bool = Field(False, description="train through torch.compile (inductor)")
 
 
 class BatchSpec(FrozenModel):

@@ -147,6 +147,15 @@ def test_steps_per_epoch_left_out_of_the_hash_at_its_default() -> None:
     assert base.hash == protocol_hash(base.with_overrides({"optim.steps_per_epoch": None}))
 
 
+@pytest.mark.parametrize("key", ["model.channels_last", "model.compile"])
+def test_numeric_path_keys_are_hashed_only_when_asked_for(key: str) -> None:
+    """NHWC and torch.compile round differently, so asking for them is a new protocol; the
+    protocols that do not (every locked one) keep their identity."""
+    base = load_protocol("glyphs-mini")
+    assert base.hash == protocol_hash(base.with_overrides({key: False}))
+    assert base.with_overrides({key: True}).hash != base.hash
+
+
 def test_a_batch_a_listed_method_cannot_fill_is_refused_by_validate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

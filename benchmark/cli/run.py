@@ -43,6 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides: dict[str, object] = {}
     if args.backbone_override or args.pretrained:
         protocol = _override_backbone(protocol, args, overrides)
+    protocol = _override_numeric_path(protocol, args, overrides)
     methods = resolve_methods(protocol, args.method)
     check_run_args(args, methods)
     reports = reports_folder(args)
@@ -55,8 +56,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         accel=Accel(
             num_workers=args.loader_workers,
             amp=args.amp,
-            channels_last=args.channels_last,
-            compile_model=args.compile,
         ),
     )
     print(
@@ -181,6 +180,29 @@ def _override_backbone(
     )
 
 
+def _override_numeric_path(
+    protocol: Protocol, args: argparse.Namespace, overrides: dict[str, Any]
+) -> Protocol:
+    """The protocol with ``--channels-last`` / ``--compile`` in force, named
+    ``<name>@channels_last`` / ``<name>@compile``; itself when it already asks for them.
+
+    Both options round differently from the protocol's own path (measured on the CPU: a
+    small CNN's losses differ from the first step), so they are derived protocols with their
+    own hash, marked in the record like a backbone override, and never averaged with the
+    protocol's runs.
+    """
+    changes = {
+        key: True
+        for key, asked in (("channels_last", args.channels_last), ("compile", args.compile))
+        if asked and not getattr(protocol.model, key)
+    }
+    if not changes:
+        return protocol
+    overrides.update(changes)
+    name = protocol.name + "".join(f"@{key}" for key in changes)
+    return protocol.with_overrides({f"model.{k}": v for k, v in changes.items()}, name=name)
+
+
 def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
     import yaml
 
@@ -249,8 +271,18 @@ def add_parser(subparsers: Any) -> None:
         default="auto",
         help="mixed precision on CUDA (auto = bf16; never used on the CPU)",
     )
-    run.add_argument("--channels-last", action="store_true", help="NHWC memory format (GPU)")
-    run.add_argument("--compile", action="store_true", help="torch.compile the model")
+    run.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="train in NHWC memory format (faster convolutions); it moves numbers, so the runs "
+        "form their own protocol <name>@channels_last, never on a leaderboard",
+    )
+    run.add_argument(
+        "--compile",
+        action="store_true",
+        help="train through torch.compile; it moves numbers, so the runs form their own "
+        "protocol <name>@compile, never on a leaderboard",
+    )
     run.add_argument(
         "--no-keep",
         action="store_true",

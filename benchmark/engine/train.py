@@ -96,9 +96,22 @@ def init_model(protocol: Protocol, method: Method | None, in_channels: int, seed
     if method is not None:
         custom = method.build_model(protocol, in_channels)
         if custom is not None:
-            return custom
+            return on_memory_format(protocol, custom)
     layer_norm = bool(method and method.feature_layer_norm)
-    return build_model(protocol.model, in_channels, feature_layer_norm=layer_norm)
+    return on_memory_format(
+        protocol, build_model(protocol.model, in_channels, feature_layer_norm=layer_norm)
+    )
+
+
+def on_memory_format(protocol: Protocol, model: nn.Module) -> nn.Module:
+    """``model`` in the protocol's memory format: NHWC where ``model.channels_last`` says so.
+
+    Applied wherever a network is built (training, the untrained row, a kept model rebuilt),
+    so that every forward pass of a protocol runs the same kernels.
+    """
+    if protocol.model.channels_last:
+        return model.to(memory_format=torch.channels_last)
+    return model
 
 
 def make_optimizer(protocol: Protocol, groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
@@ -148,7 +161,8 @@ def train(
             metrics it returns are appended to the curve (search uses them for pruning).
         checkpoint: file written after every epoch and on SIGINT/SIGTERM; when it exists at
             the start, training resumes from it (same final numbers as an uninterrupted run).
-        accel: data-loader workers, mixed precision, channels_last, torch.compile.
+        accel: data-loader workers and mixed precision (the memory format and torch.compile
+            are the protocol's: ``model.channels_last``, ``model.compile``).
         track: where each epoch's curve point goes (an experiment tracker's run); it only
             receives values already computed, so it cannot move a number.
         label: what progress calls this run (default ``<method> seed <seed>``).
@@ -279,8 +293,6 @@ def _setup(
 
     dist_info = distributed.current()
     model = init_model(protocol, method, image_channels(split), seed).to(device)
-    if accel.channels_last:
-        model = model.to(memory_format=torch.channels_last)
     wrapped: nn.Module = model  # the result (and every evaluation) keeps the plain model
     if dist_info.is_distributed:
         wrapped = nn.parallel.DistributedDataParallel(
@@ -292,11 +304,12 @@ def _setup(
     opt = make_optimizer(protocol, groups)
     sched = make_scheduler(protocol, opt)
     step = _Stepper(
-        forward=torch.compile(wrapped) if accel.compile_model else wrapped,  # type: ignore[arg-type]
+        forward=torch.compile(wrapped) if protocol.model.compile else wrapped,  # type: ignore[arg-type]
         loss_fn=loss_fn,
         opt=opt,
         device=device,
         accel=accel,
+        channels_last=protocol.model.channels_last,
     )
     sampler = method.batch_sampler(
         split, protocol.batch.size, protocol.batch.samples_per_class, seed
@@ -387,6 +400,7 @@ class _Stepper:
     opt: torch.optim.Optimizer
     device: torch.device
     accel: Accel
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
         precision = self.accel.precision(self.device)
@@ -399,7 +413,7 @@ class _Stepper:
         from dmlbench.engine import distributed
 
         x, y = x.to(self.device, non_blocking=True), y.to(self.device)
-        if self.accel.channels_last:
+        if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):
             emb = self.forward(x)

@@ -84,7 +84,8 @@ def train_call(
     from dmlbench.options import Accel
 
     protocol = training_protocol(backbone, args.batch, args.image_size, args.embedding)
-    accel = Accel(amp="auto" if precision == "bf16" else "off", channels_last=channels_last)
+    protocol = protocol.with_overrides({"model.channels_last": channels_last})
+    accel = Accel(amp="auto" if precision == "bf16" else "off")
     cuda = torch.device(args.device).type == "cuda"
 
     def call() -> tuple[float, float]:
