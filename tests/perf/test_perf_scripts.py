@@ -82,6 +82,23 @@ def test_train_script(capsys: pytest.CaptureFixture[str]) -> None:
     assert float(loss["ours"]) == pytest.approx(float(loss["peer"]), rel=1e-6)  # same steps
 
 
+def test_run_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dmlbench.perf import run as perf_run
+    from tests.test_protocol import BASE
+
+    proto = tmp_path / "p.yaml"
+    proto.write_text(BASE)
+    args = ["--protocol", str(proto), "--method", "contrastive", "--seeds", "0,1,2"]
+    assert perf_run.main([*args, "--max-steps", "2"]) == 0
+    rows = {row["figure"]: row for row in parse_table(capsys.readouterr().out)}
+    whole = rows["contrastive: whole run, s per seed (peer: the target)"]
+    assert float(whole["peer"]) == perf_run.TARGET_SECONDS
+    assert 0 < float(whole["ours"]) <= float(whole["ours min – max"].split(" – ")[1])
+    assert len(rows["Recall@1 per seed"]["ours"].split()) == 3
+    with pytest.raises(SystemExit):  # two seeds give no median, min and max worth the name
+        perf_run.main([*args[:4], "--seeds", "0,1"])
+
+
 def single_search(x: np.ndarray, labels: np.ndarray, spec: MetricsSpec) -> dict[str, float]:
     """The metrics from one k-NN search with k = max(K, R), as the engine used to do."""
     x = engine.l2_normalize(x)
