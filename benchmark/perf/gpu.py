@@ -59,8 +59,11 @@ def synthetic_split(images: int, classes: int, size: int, seed: int) -> Any:
     return Split(images=ArrayImages(x), labels=np.arange(images) % classes)
 
 
-def training_protocol(backbone: str, batch: int, size: int, embedding: int) -> Any:
-    """cub200 with another backbone, no weights, no image transform (the images come cropped)."""
+def training_protocol(
+    backbone: str, batch: int, size: int, embedding: int, channels_last: bool = False
+) -> Any:
+    """cub200 with another backbone, no weights, no image transform (the images come cropped),
+    in NCHW or NHWC memory format."""
     from dmlbench.protocol import ImagesSpec, load_protocol
 
     p = load_protocol("cub200")
@@ -68,7 +71,12 @@ def training_protocol(backbone: str, batch: int, size: int, embedding: int) -> A
         update={
             "images": ImagesSpec(),
             "model": p.model.model_copy(
-                update={"backbone": backbone, "pretrained": None, "embedding_size": embedding}
+                update={
+                    "backbone": backbone,
+                    "pretrained": None,
+                    "embedding_size": embedding,
+                    "channels_last": channels_last,
+                }
             ),
             "batch": p.batch.model_copy(update={"size": batch, "samples_per_class": None}),
         }
@@ -83,8 +91,9 @@ def train_call(
     from dmlbench.methods import create_method
     from dmlbench.options import Accel
 
-    protocol = training_protocol(backbone, args.batch, args.image_size, args.embedding)
-    protocol = protocol.with_overrides({"model.channels_last": channels_last})
+    protocol = training_protocol(
+        backbone, args.batch, args.image_size, args.embedding, channels_last
+    )
     accel = Accel(amp="auto" if precision == "bf16" else "off")
     cuda = torch.device(args.device).type == "cuda"
 
