@@ -138,8 +138,8 @@ class ModelSpec(FrozenModel):
     frozen_bn: Bool = False
     # Two speed options that are part of *what* is computed, not only how fast: on the CPU an
     # NHWC network runs other convolution, batch-norm and pooling kernels, and torch.compile
-    # fuses operations, and both round differently from the first step on (a run moves by as
-    # much as a seed does). Hence protocol keys, hashed, rather than run options.
+    # fuses operations, and both round differently from the first step on (measured: a small
+    # CNN's losses differ from the first step). Hence protocol keys, hashed, not run options.
     channels_last: Bool = Field(
         False, description="train and embed in NHWC memory format (timm's --channels-last)"
     )
