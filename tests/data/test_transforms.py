@@ -96,3 +96,29 @@ def test_without_set_epoch_the_global_generator_is_used(dataset: CachedImages) -
     torch.manual_seed(5)
     assert torch.equal(dataset[4], a)
     assert not torch.equal(dataset[4], a)  # the generator moved on
+
+
+@pytest.mark.parametrize(
+    ("sizes", "cached_side", "spec"),
+    [
+        ([(48, 40)] * 5, 36, TransformSpec(resize=36, center_crop=24)),  # cached, one shape
+        ([(48, 40)] * 5, None, TransformSpec(resize=30, center_crop=24)),  # resized batched
+        ([(48, 40), (40, 48), (33, 33), (61, 20), (48, 40)], 36, TransformSpec(center_crop=24)),
+    ],
+)
+def test_a_deterministic_batch_equals_one_call_per_image(
+    tmp_path: Path, sizes: list[tuple[int, int]], cached_side: int | None, spec: TransformSpec
+) -> None:
+    """Evaluation batches go through the pipeline in one call when their images share a
+    shape (one call per image otherwise): the values must be those of one call per image to
+    the last bit, or a board's test metrics would move."""
+    files = []
+    for i, size in enumerate(sizes):
+        files.append(tmp_path / f"{i}.jpg")
+        write_jpeg(files[-1], i % 3, i, size=size)
+    cache = open_or_build(tmp_path / "cache", "abc", files, cached_side)
+    pipeline = build_pipeline(spec, resized=cached_side is not None)
+    dataset = CachedImages(cache, np.arange(len(files)), pipeline, random=False)
+    batch = [4, 0, 2, 1, 3]
+    expected = torch.stack([pipeline(cache.get(i)) for i in batch])
+    assert torch.equal(dataset.__getitems__(batch), expected)
