@@ -117,8 +117,8 @@ SEED = 0
 # Methods on the defaults board only, with the reason (printed under the tuned board's table).
 DEFAULTS_ONLY: dict[str, str] = {
     "dreml": "its paper's 12-learner ensemble trains 12 networks per step: 8 search trials and "
-    "12 seeds would cost about 55 core-minutes alone, nearly a quarter of the boards' budget "
-    "(120 minutes on 2 cores); the "
+    "12 seeds would cost about 35 core-minutes alone (six times its 2-learner runs), some 17 "
+    "of the boards' 120 minutes on 2 cores; the "
     "defaults board's 2-learner run is a hand-set override, which a tuned board does not take"
 }
 

@@ -179,28 +179,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         update_sweeps(*sweeps, args.work_dir, jobs=jobs)
     wall = time.perf_counter() - start
     made = _count(args.work_dir) - before
+    peer = "" if args.what == "sweeps" else "peer: the target for every board; "
     table = [
         Row("records reused from the work folder (0: the whole cost was measured)", before),
         Row("records made (final runs, search trials, untrained rows)", made),
         Row(
-            f"wall time, min (peer: the target for every board; {os.cpu_count()} CPUs, "
-            f"{jobs} jobs)",
+            f"wall time, min ({peer}{os.cpu_count()} CPUs, {jobs} jobs)",
             wall / 60,
-            None if args.protocol else TARGET_SECONDS / 60,
+            None if args.protocol or args.what == "sweeps" else TARGET_SECONDS / 60,
         ),
     ]
     if args.compare_with is not None:
         equal, total, unmatched = bit_equal(args.leaderboard_dir, args.compare_with, names)
-        table.append(Row(f"metrics equal to {args.compare_with}'s to the last bit", equal, total))
-        table.append(Row(f"records {args.compare_with} has no twin of", unmatched))
+        # The folder as a role, not its path: a report names no path of the measuring machine.
+        table.append(Row("metrics equal to --compare-with's to the last bit", equal, total))
+        table.append(Row("records --compare-with has no twin of", unmatched))
     only = f" --protocol {args.protocol}" if args.protocol else ""
-    body = (
-        f"`dmlbench check --update{'-sweeps' if args.what == 'sweeps' else ''}{only}` into "
-        f"{_where(args.leaderboard_dir)} "
-        f"(target: under {TARGET_SECONDS // 60} minutes on 2 cores for every board):\n\n"
-        + markdown_table(table)
-        + "\n"
-    )
+    if args.what == "sweeps":  # not boards: the sweeps have no share of the boards' budget
+        into = _where(args.leaderboard_dir).replace("leaderboard", "sweeps")
+        what = f"`dmlbench check --update-sweeps` into {into} (no target: not a board)"
+    else:
+        what = (
+            f"`dmlbench check --update{only}` into {_where(args.leaderboard_dir)} (target: under "
+            f"{TARGET_SECONDS // 60} minutes on 2 cores for every board)"
+        )
+    body = f"{what}:\n\n" + markdown_table(table) + "\n"
     emit(f"dmlbench.perf.update --what {args.what}", info, body, args.out)
     return 0
 

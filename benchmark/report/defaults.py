@@ -216,7 +216,7 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def pair_title(tuned: ProtocolRef, records: list[Record]) -> str:
-    """``glyphs-mini v3: paper defaults (no search) vs tuned (8-trial search per method)``."""
+    """``glyphs-mini v4: paper defaults (no search) vs tuned (8-trial search per method)``."""
     trials = search_trials(tuned, records)
     budget = f" ({trials}-trial search per method)" if trials else ""
     return f"{tuned.name} v{tuned.version}: paper defaults (no search) vs tuned{budget}"

@@ -114,8 +114,8 @@ def budget_words(trials: int) -> str:
 
 
 def board_title(ref: ProtocolRef, records: Iterable[Record] = (), margin: str = "") -> str:
-    """``glyphs-mini v3, tuned: 8-trial search per method on validation classes (protocol hash
-    958cce24ee12)``: the title of every per-protocol table, page and plot; ``margin`` (the
+    """``glyphs-mini v4, tuned: 8-trial search per method on validation classes (protocol hash
+    13eb26e7aa5d)``: the title of every per-protocol table, page and plot; ``margin`` (the
     verdicts' equivalence margin in words, :func:`margin_words`) is added before the hash
     where the board prints verdicts, since a verdict *equivalent* means nothing without it."""
     words = budget_words(search_trials(ref, records))

@@ -21,7 +21,10 @@ def test_readme_shows_the_committed_tuned_board() -> None:
     shown = readme.block(REPO / "README.md")
     assert shown == expected, "README board is stale: python -m dmlbench.leaderboard.readme"
     seeds = len(boards.TUNED_SEEDS)
-    assert "glyphs-mini v3, tuned: 8-trial search" in shown and f"over {seeds} seeds" in shown
+    version = boards.leaderboard_protocol("glyphs-mini").version
+    assert (
+        f"glyphs-mini v{version}, tuned: 8-trial search" in shown and f"over {seeds} seeds" in shown
+    )
     assert shown.count("\n|") == 2 + readme.ROWS
     assert (
         "Stability over seeds" in shown

@@ -277,9 +277,10 @@ def test_update_of_one_protocol_regenerates_its_boards_and_compares_bit_for_bit(
             "metrics"
         ]
     )
-    equal = rows[f"metrics equal to {committed}'s to the last bit"]
+    equal = rows["metrics equal to --compare-with's to the last bit"]
     assert (int(equal["ours"]), int(equal["peer"])) == (2 * metrics - 1, 2 * metrics)
-    assert rows[f"records {committed} has no twin of"]["ours"] == "1"
+    assert rows["records --compare-with has no twin of"]["ours"] == "1"
+    assert str(tmp_path) not in rows and str(committed) not in str(rows)  # no machine path
     wall = next(r for f, r in rows.items() if f.startswith("wall time, min"))
     assert wall["peer"] in ("", "—")
 
@@ -304,6 +305,24 @@ def test_check_script_passes_all_to_the_check(
     [wall] = [r for r in parse_table(out) if r["figure"].startswith("whole check: wall time")]
     assert (wall["peer"] == "—") == everything
     assert ("`dmlbench check --all`" in out) == everything
+
+
+def test_update_of_the_sweeps_names_them_without_the_boards_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sweeps are not boards: their wall time has no share of the boards' 120 minutes."""
+    from dmlbench.perf import update as perf_update
+
+    seen: list[Path] = []
+    monkeypatch.setattr(
+        "dmlbench.leaderboard.sweeps.update_sweeps", lambda results, *a, **k: seen.append(results)
+    )
+    assert perf_update.main(["--what", "sweeps", "--work-dir", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr().out
+    assert seen == [Path("results/sweeps")]
+    assert "`dmlbench check --update-sweeps` into results/sweeps (no target" in out
+    wall = next(r for r in parse_table(out) if r["figure"].startswith("wall time, min"))
+    assert wall["peer"] in ("", "—") and "every board" not in out
 
 
 def test_update_refuses_protocol_and_compare_with_for_the_sweeps(tmp_path: Path) -> None:
