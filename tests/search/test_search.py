@@ -6,6 +6,7 @@ NaN/Inf trials are tested in tests/reliability/test_numerical.py.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -260,14 +261,34 @@ def test_a_silent_worker_s_trial_is_failed_by_heartbeat_and_retried(tmp_path: Pa
     assert count_trials(study).finished == 2
 
 
+def _after_a_second_worker(run_trial: Any, wait: float = 300.0) -> Any:
+    """``_run_trial`` that, in this process only, first waits (up to ``wait`` s) until another
+    process has claimed a trial: the spawned worker's start-up (import, data load) takes
+    longer than the whole study on a fast machine, so without this the test is a race."""
+
+    def wrapped(study: Any, *args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not any(
+            t.user_attrs.get("pid") != os.getpid() for t in study.get_trials(deepcopy=False)
+        ):
+            time.sleep(0.2)
+        return run_trial(study, *args, **kwargs)
+
+    return wrapped
+
+
 @pytest.mark.slow
-def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
+def test_workers_on_one_machine_share_the_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--workers 2`: a spawned process joins the study over SQLite; the budget stays exact."""
+    import dmlbench.search.worker as worker
     from dmlbench.data import load_data
 
     protocol = tiny(trials=6, **{"optim.epochs": 3, "search.pruner": "none"})
     data = load_data(protocol)
     run = RunOptions(results_dir=tmp_path, progress=False)
+    monkeypatch.setattr(worker, "_run_trial", _after_a_second_worker(worker._run_trial))
     sel = tune(
         protocol,
         "contrastive",
@@ -277,7 +298,6 @@ def test_workers_on_one_machine_share_the_study(tmp_path: Path) -> None:
     )
     study = optuna.load_study(study_name=sel.study, storage=f"sqlite:///{tmp_path}/optuna.db")
     assert len(study.trials) == 6 and count_trials(study).finished == 6
-    # trials are long enough that the spawned worker (import + data load) gets some
     assert len({t.user_attrs["pid"] for t in study.trials}) == 2
     assert sorted(r.trial for r in load_records(tmp_path)[0]) == list(range(6))
     # the claim lock (filelock) lives in .locks/, never beside the database or the records
