@@ -19,12 +19,21 @@ What :func:`pin` sets, and what each one fixed (measured by replaying one board 
   memory alignment too. Without it, boards made on an Intel Xeon replayed on an AMD EPYC 27 of
   529 metrics apart (up to 1.8 points), with the other three variables in force.
   Cost on an AMD EPYC (2 cores, one thread, glyphs-mini): ``reports/perf/simd.md``.
+- ``NPY_DISABLE_CPU_FEATURES=X86_V4 AVX512_ICL AVX512_SPR``: on an AVX-512 Linux machine numpy
+  sends float64 ``exp``, ``log``, ``sin`` and the like to Intel's SVML, whose results differ
+  from the C library's in the last bit; Optuna's TPE sampler computes its proposals with them.
+  A from-empty regeneration of glyphs-mini on an AMD EPYC offering AVX-512 reproduced every
+  metric of a board made on one without it, but 66 of its 522 records held hyper-parameters
+  a last bit apart (0.11577455052066454 instead of ...449): 18 search trials, and the final
+  runs of the 4 methods that selected one of them. Capped at numpy's ``X86_V3`` target (AVX2,
+  the path a CPU without AVX-512 takes), the proposals are the same on both. A machine that
+  lacks a disabled target is unaffected (numpy ignores it there).
 
 Numbers do not depend on numpy's or faiss's OpenBLAS kernel choice (``OPENBLAS_CORETYPE``):
 evaluation re-ranks every near-tie in float64 (:func:`dmlbench.metrics.retrieval.knn`), and a
 replay under the Haswell, SandyBridge and Prescott kernels gave identical metrics.
 
-:func:`pin` runs when the package is imported, before torch or faiss is, and only on x86-64
+:func:`pin` runs when the package is imported, before torch, faiss or numpy is, and only on x86-64
 Linux machines with AVX2 (elsewhere the variables would name a level the CPU lacks: there
 ``dmlbench check`` tolerates seed noise instead: :func:`dmlbench.leaderboard.check.off_path`).
 It sets each variable only when it is unset, so a user's own value wins, and
@@ -38,13 +47,14 @@ import os
 import platform
 from pathlib import Path
 
-#: variable -> value: oneDNN's ISA cap, ATen's dispatch level, faiss's dynamic dispatch, and
-#: MKL's reproducibility branch.
+#: variable -> value: oneDNN's ISA cap, ATen's dispatch level, faiss's dynamic dispatch, MKL's
+#: reproducibility branch, and numpy's dispatch targets above AVX2 (numpy >= 2.4's names).
 PORTABLE_LEVEL = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "ATEN_CPU_CAPABILITY": "avx2",
     "FAISS_SIMD_LEVEL": "AVX2",
     "MKL_CBWR": "COMPATIBLE,STRICT",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 #: MKL's ``mkl_cbwr_get`` branch codes (mkl_cbwr.h) and its STRICT bit.
 _MKL_BRANCHES = {
@@ -118,6 +128,17 @@ def mkl_branch() -> str | None:
     return f"{name},STRICT" if code & _MKL_STRICT else name
 
 
+def numpy_level() -> str | None:
+    """numpy's highest dispatch target in force (``X86_V3`` under the cap, on x86-64), as
+    numpy reports it: the variable only counts if it was set before numpy was imported."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # another numpy layout
+        return None
+    enabled = [target for target in __cpu_dispatch__ if __cpu_features__.get(target)]
+    return enabled[-1] if enabled else "baseline"
+
+
 def in_force() -> dict[str, str | None]:
     """The level each library uses in this process, for the record (``env.simd``)."""
     import torch
@@ -126,6 +147,7 @@ def in_force() -> dict[str, str | None]:
         "torch": torch.backends.cpu.get_cpu_capability(),
         "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
         "mkl": mkl_branch(),
+        "numpy": numpy_level(),
     }
     try:
         import faiss
@@ -142,6 +164,7 @@ def describe() -> str:
     offers = "AVX-512" if _has_flag("avx512f") else "AVX2" if _has_flag("avx2") else "no AVX2"
     return (
         f"kernels at {levels['torch']} (torch), {levels['faiss']} (faiss), oneDNN capped at "
-        f"{levels['onednn_max_isa'] or 'nothing'}, MKL branch {levels['mkl']}; the CPU offers "
+        f"{levels['onednn_max_isa'] or 'nothing'}, MKL branch {levels['mkl']}, numpy at "
+        f"{levels['numpy']}; the CPU offers "
         f"{offers}"
     )
