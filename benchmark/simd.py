@@ -25,9 +25,11 @@ What :func:`pin` sets, and what each one fixed (measured by replaying one board 
   A from-empty regeneration of glyphs-mini on an AMD EPYC offering AVX-512 reproduced every
   metric of a board made on one without it, but 66 of its 522 records held hyper-parameters
   a last bit apart (0.11577455052066454 instead of ...449): 18 search trials, and the final
-  runs of the 4 methods that selected one of them. Capped at numpy's ``X86_V3`` target (AVX2,
-  the path a CPU without AVX-512 takes), the proposals are the same on both. A machine that
-  lacks a disabled target is unaffected (numpy ignores it there).
+  runs of the 4 methods that selected one of them. Evaluation uses them too: poses-mini's
+  boards, made uncapped and again capped on that machine, had 7 of 500 nDCG values one ulp
+  apart. Capped at numpy's ``X86_V3`` target (AVX2, the path a CPU without AVX-512 takes), the
+  proposals are the same on both. A machine that lacks a disabled target is unaffected (numpy
+  ignores it there).
 
 Numbers do not depend on numpy's or faiss's OpenBLAS kernel choice (``OPENBLAS_CORETYPE``):
 evaluation re-ranks every near-tie in float64 (:func:`dmlbench.metrics.retrieval.knn`), and a
