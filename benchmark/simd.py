@@ -167,6 +167,5 @@ def describe() -> str:
     return (
         f"kernels at {levels['torch']} (torch), {levels['faiss']} (faiss), oneDNN capped at "
         f"{levels['onednn_max_isa'] or 'nothing'}, MKL branch {levels['mkl']}, numpy at "
-        f"{levels['numpy']}; the CPU offers "
-        f"{offers}"
+        f"{levels['numpy']}; the CPU offers {offers}"
     )

@@ -46,9 +46,8 @@ def _count(folder: Path) -> int:
     return sum(1 for _ in folder.rglob("*.json")) if folder.is_dir() else 0
 
 
-def _where(folder: Path) -> str:
-    """The board folder as a report may name it: no path of the measuring machine."""
-    default = Path("results/leaderboard")
+def _where(folder: Path, default: Path = Path("results/leaderboard")) -> str:
+    """The results folder as a report may name it: no path of the measuring machine."""
     return str(default) if folder == default else f"a scratch folder (not {default})"
 
 
@@ -196,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.append(Row("records --compare-with has no twin of", unmatched))
     only = f" --protocol {args.protocol}" if args.protocol else ""
     if args.what == "sweeps":  # not boards: the sweeps have no share of the boards' budget
-        into = _where(args.leaderboard_dir).replace("leaderboard", "sweeps")
+        into = _where(args.leaderboard_dir.parent / "sweeps", Path("results/sweeps"))
         what = f"`dmlbench check --update-sweeps` into {into} (no target: not a board)"
     else:
         what = (
