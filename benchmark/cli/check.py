@@ -14,7 +14,7 @@ from typing import Any
 
 from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
-from dmlbench.leaderboard.check import Entry, Row, format_rows, run_check
+from dmlbench.leaderboard.check import Entry, Row, format_rows, record_path, run_check
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.leaderboard.tolerances import CAP, TOLERANCES, K
 
@@ -23,6 +23,7 @@ EPILOG = """examples:
   dmlbench check --all                            # every entry of every board
   dmlbench check --protocol glyphs-mini --board tuned --method contrastive,untrained
   dmlbench check --update --jobs 2                # regenerate: searches, seeds, tolerances, report
+  dmlbench check --record-path intel --jobs 2     # this machine's numeric path, for its re-runs
 """
 
 
@@ -38,6 +39,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _update_sweeps(args, lb_dir, jobs)
     if args.render:
         return _render(lb_dir, Path(args.reports_dir))
+    if args.record_path:
+        path = record_path(
+            lb_dir, args.record_path, jobs, _print_entry, lambda line: print(line, file=sys.stderr)
+        )
+        print(f"written: {path}")
+        return 0
     if args.update:
         from dmlbench.leaderboard.update import default_work_dir, update_leaderboard
 
@@ -194,6 +201,15 @@ def add_parser(subparsers: Any) -> None:
         help="regenerate instead of checking: run each tuned method's search and every "
         f"board's seeds, write every seed's records, the search trials, {TOLERANCES} and the "
         "report (slow: hours on 2 cores, docs/leaderboard.md; resumable from --work-dir)",
+    )
+    p.add_argument(
+        "--record-path",
+        metavar="NAME",
+        default=None,
+        help="on a machine whose numeric path is not the board's (another CPU vendor: the "
+        "fingerprint says), re-run every entry and write paths/NAME.yaml under the "
+        "leaderboard folder, so that the check compares this path's re-runs with its own "
+        "values (run it at the board's commit; docs/leaderboard.md)",
     )
     p.add_argument(
         "--render",

@@ -11,9 +11,12 @@ results/leaderboard --reports-dir reports/leaderboard`` renders them.
 ``dmlbench check`` re-runs seed 0 of every entry of both boards in a temporary folder (the
 tuned board with its committed selections, no search: :attr:`~dmlbench.run.RunOptions.selections`),
 prints a diff table and exits 1 when a metric moved more than its tolerance. Every run uses
-one torch thread (:mod:`dmlbench.leaderboard.tasks` says why), and every x86-64 machine takes
-the same numeric path (:mod:`dmlbench.simd`), so a re-run reproduces the committed numbers bit
-for bit on any CPU model, and a tolerance only matters when the code or a library changed.
+one torch thread (:mod:`dmlbench.leaderboard.tasks` says why), and :mod:`dmlbench.simd` puts
+every x86-64 machine of a vendor on one numeric path. A re-run is compared with the values of
+this machine's path (:func:`dmlbench.leaderboard.fingerprint.locate`): the committed records
+on the path they were made on, the path's recorded re-run on another
+(``paths/<name>.yaml``, ``--record-path``). Either way it reproduces them bit for bit, and a
+tolerance only matters when the code or a library changed.
 The tolerances (:mod:`dmlbench.leaderboard.tolerances`) are the seed-to-seed spread, capped so
 that a change costing any method 2 Recall@1 points (or 0.02 nDCG@10) fails; off that path
 (another architecture), where re-runs drift by seed-like noise, the check uses the spread
@@ -29,14 +32,16 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
-from dmlbench.leaderboard import boards
+from dmlbench.leaderboard import boards, fingerprint
 from dmlbench.leaderboard.tasks import Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
     TOLERANCES,
@@ -156,24 +161,63 @@ def off_path(tolerances: Tolerances) -> str | None:
     return None
 
 
-def compare(name: str, committed: Record, now: Record, spreads: dict[str, Spread]) -> list[Row]:
-    """One row per metric of the committed record; a metric gone (``now`` NaN) or without a
+def compare(
+    name: str, method: str, reference: dict[str, float], now: Record, spreads: dict[str, Spread]
+) -> list[Row]:
+    """One row per metric of the reference values; a metric gone (``now`` NaN) or without a
     tolerance fails. A metric new since the leaderboard was made has nothing to compare with
     (:func:`run_check` names it)."""
     rows = []
-    for metric in sorted(committed.metrics):
+    for metric in sorted(reference):
         s = spreads.get(metric)
         rows.append(
             Row(
                 name,
-                committed.method,
+                method,
                 metric,
-                committed.metrics.get(metric, math.nan),
+                reference[metric],
                 now.metrics.get(metric, math.nan),
                 s.tolerance if s else math.nan,
             )
         )
     return rows
+
+
+Reference = dict[tuple[str, str], dict[str, float]]  # (board, entry) -> metric -> value
+
+
+def reference_metrics(
+    lb_dir: Path,
+    tolerances: Tolerances,
+    board: dict[str, dict[str, Record]],
+    note: Callable[[str], None] = log.warning,
+) -> Reference:
+    """The seed-0 values a re-run on this machine must reproduce: the committed records on
+    the path they were made on, the recorded replay on another path; on an unknown path the
+    committed records, with a warning that says how to record it (the check then fails where
+    the paths differ, as it should: nothing vouches for this machine's numbers)."""
+    committed = {(n, m): r.metrics for n, entries in board.items() for m, r in entries.items()}
+    where = fingerprint.locate(lb_dir, tolerances.checksums)
+    if where.why_not:
+        note(f"warning: {where.why_not}; comparing with the committed records")
+        return committed
+    if where.replay is None:
+        return committed
+    replay = where.replay
+    note(
+        f"note: this machine is on the numeric path '{replay.name}' (fingerprint "
+        f"{replay.weights_sha256[:12]}): comparing with its recorded re-run "
+        f"({fingerprint.PATHS}/{replay.name}.yaml), not with the board's records"
+    )
+    out = {}
+    for n, m in committed:
+        if m not in replay.metrics.get(n, {}):
+            raise DmlbenchError(
+                f"{lb_dir / fingerprint.PATHS / replay.name}.yaml: no {n}/{m}; record the path "
+                f"again (dmlbench check --record-path {replay.name})"
+            )
+        out[n, m] = replay.metrics[n][m]
+    return out
 
 
 def select_entries(
@@ -219,12 +263,16 @@ def run_check(
 
     note = on_note or log.warning
     tolerances, board = load_leaderboard(lb_dir)
-    if not strict and (why := off_path(tolerances)):
-        tolerances = _seed_noise(tolerances)
-        note(
-            f"note: {why}: re-runs here are not bit-identical, so each tolerance is {K:g} x the "
-            "seed spread, uncapped (--strict: the capped ones)"
-        )
+    if why := off_path(tolerances):
+        reference = {(n, m): r.metrics for n, es in board.items() for m, r in es.items()}
+        if not strict:
+            tolerances = _seed_noise(tolerances)
+            note(
+                f"note: {why}: re-runs here are not bit-identical, so each tolerance is {K:g} x "
+                "the seed spread, uncapped (--strict: the capped ones)"
+            )
+    else:
+        reference = reference_metrics(lb_dir, tolerances, board, note)
     names = names or sorted(board)
     for n in names:
         if n not in board:
@@ -252,15 +300,15 @@ def run_check(
     def finished(task: Task, seconds: float, records: list[Record]) -> None:
         n, m, [now] = task.name, task.method, records
         results[n, m] = now
-        old = board[n][m]
-        if extra := sorted(set(now.metrics) - set(old.metrics)):
+        old = reference[n, m]
+        if extra := sorted(set(now.metrics) - set(old)):
             note(
                 f"note: {n}/{m}: new metric(s) {', '.join(extra)} not on the leaderboard "
                 "(not compared; --update adds them)"
             )
         bad = [
             r.metric
-            for r in compare(n, old, now, tolerances.protocols[n].methods.get(m, {}))
+            for r in compare(n, m, old, now, tolerances.protocols[n].methods.get(m, {}))
             if not r.ok
         ]
         if on_entry is not None:
@@ -273,9 +321,89 @@ def run_check(
         for n in names
         for m in chosen[n]
         for row in compare(
-            n, board[n][m], results[n, m], tolerances.protocols[n].methods.get(m, {})
+            n, m, reference[n, m], results[n, m], tolerances.protocols[n].methods.get(m, {})
         )
     ]
+
+
+def record_path(
+    lb_dir: Path,
+    name: str,
+    jobs: int = 1,
+    on_entry: Callable[[Entry], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Path:
+    """``dmlbench check --record-path NAME``: re-run every entry of every board here and
+    write ``paths/NAME.yaml``, this machine's numeric path and its values.
+
+    Run it at the commit the board was made at (or one that still reproduces the board on the
+    board's own path: ``dmlbench check`` passes there), on a machine of the path to record;
+    the values then vouch for that path exactly as the records vouch for theirs.
+
+    Raises:
+        DmlbenchError: this machine is on the board's own path (nothing to record), ``name``
+            is taken by another path, or this machine is off the portable setting.
+    """
+    from datetime import datetime, timezone
+
+    import yaml
+
+    from dmlbench.provenance import git_commit
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise DmlbenchError(f"--record-path {name!r}: use lower-case letters, digits and '-'")
+    tolerances = load_leaderboard(lb_dir)[0]
+    if why := off_path(tolerances):
+        raise DmlbenchError(f"--record-path: {why}; a path is recorded under that setting only")
+    here = fingerprint.this_machine()
+    where = fingerprint.locate(lb_dir, tolerances.checksums, here)
+    if where.why_not is None and where.replay is None:
+        raise DmlbenchError(
+            "--record-path: this machine reproduces the board's own records; nothing to record"
+        )
+    cpus = [cpu_name()]
+    for other in fingerprint.load_paths(lb_dir):
+        same = (other.weights_sha256, other.metrics_sha256) == (
+            here["weights_sha256"],
+            here["metrics_sha256"],
+        )
+        if other.name == name and not same:
+            raise DmlbenchError(
+                f"--record-path {name}: {lb_dir / fingerprint.PATHS / name}.yaml holds another "
+                "numeric path; choose another name"
+            )
+        if other.name != name and same:
+            raise DmlbenchError(f"--record-path {name}: this machine is on '{other.name}'")
+        if other.name == name:
+            cpus = sorted({*other.cpus, *cpus})
+    values: dict[str, dict[str, dict[str, float]]] = {}
+
+    def keep(entry: Entry) -> None:
+        values.setdefault(entry.protocol, {})[entry.method] = entry.record.metrics
+        if on_entry is not None:
+            on_entry(entry)
+
+    run_check(lb_dir, None, None, False, keep, jobs, on_note=on_note, everything=True)
+    replay = fingerprint.ReplayPath(
+        name=name,
+        cpus=cpus,
+        setting=here["setting"],
+        weights_sha256=here["weights_sha256"],
+        metrics_sha256=here["metrics_sha256"],
+        board=fingerprint.board_digest(tolerances.checksums),
+        git_commit=git_commit(),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        metrics={n: dict(sorted(es.items())) for n, es in sorted(values.items())},
+    )
+    path = lb_dir / fingerprint.PATHS / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = (
+        f"# The numeric path '{name}': its fingerprint and its re-run of every leaderboard "
+        "entry.\n# Written by `dmlbench check --record-path`; do not edit by hand.\n"
+    )
+    text = header + yaml.safe_dump(replay.model_dump(), sort_keys=False)
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+    return path
 
 
 def _seed_noise(tolerances: Tolerances) -> Tolerances:

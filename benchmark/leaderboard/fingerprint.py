@@ -10,6 +10,17 @@ a machine whose kernels round differently fails here in seconds, before anyone w
 check. The file names the setting it was made under (:func:`dmlbench.simd.in_force`): on
 x86-64 every machine under the portable setting must give the same hashes, whichever vendor.
 
+Not every x86-64 machine takes the board's path: under the portable setting AMD EPYCs (with
+and without AVX-512) agree to the last bit, and so do Intel Xeons of different generations,
+but the two vendors round apart from the first convolution on (oneDNN), and no kernel setting
+tried made them agree (docs/leaderboard.md). So a leaderboard holds one fingerprint per
+**numeric path**: ``fingerprint.yaml`` for the path its records were made on, and
+``paths/<name>.yaml`` for each other path, with that path's own re-run of every entry
+(:class:`ReplayPath`, written by ``dmlbench check --record-path NAME`` on a machine of that
+path). :func:`locate` tells which one this machine is on, so that ``dmlbench check`` compares
+a re-run with values it can reproduce bit for bit, and a change of a few points fails on
+either vendor.
+
 ``python -m dmlbench.leaderboard.fingerprint`` prints this machine's values;
 ``--write`` commits them (with a regenerated leaderboard, whose numbers they vouch for).
 """
@@ -17,18 +28,23 @@ x86-64 every machine under the portable setting must give the same hashes, which
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
+from dmlbench.protocol import StrictModel
 
 FILE = "fingerprint.yaml"
+PATHS = "paths"  # the other numeric paths' files, beside FILE
 PROTOCOL, METHOD, SEED, STEPS = "glyphs-mini", "contrastive", 0, 20
 
 
@@ -65,6 +81,90 @@ def compute() -> dict[str, Any]:
         "weights_sha256": _tensor_sha256(model),
         "metrics_sha256": hashlib.sha256(json.dumps(metrics, sort_keys=True).encode()).hexdigest(),
     }
+
+
+@functools.cache
+def this_machine() -> dict[str, Any]:
+    """:func:`compute`, once per process (the check and the tests ask more than once)."""
+    return compute()
+
+
+class ReplayPath(StrictModel):
+    """``paths/<name>.yaml``: a numeric path other than the board's, and its re-run of every
+    leaderboard entry (seed 0, as ``dmlbench check --all`` runs it)."""
+
+    name: str
+    #: the CPU models this path was seen on (more may take it: the fingerprint decides)
+    cpus: list[str]
+    setting: dict[str, str | None]
+    weights_sha256: str
+    metrics_sha256: str
+    #: SHA-256 of the board's record checksums (:func:`board_digest`): the board replayed
+    board: str
+    git_commit: str | None
+    created: str
+    #: board name -> entry -> metric -> value, to the last bit
+    metrics: dict[str, dict[str, dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Which numeric path this machine is on: the board's own (``replay`` None and ``why_not``
+    None), a recorded other one (``replay``), or none of them (``why_not`` says why)."""
+
+    replay: ReplayPath | None = None
+    why_not: str | None = None
+
+
+def board_digest(checksums: dict[str, str]) -> str:
+    """One hash of a board's record checksums (``tolerances.yaml``): a path's replay values
+    belong to exactly that board, and a regenerated board makes them stale."""
+    return hashlib.sha256(json.dumps(checksums, sort_keys=True).encode()).hexdigest()
+
+
+def load_paths(folder: Path) -> list[ReplayPath]:
+    """The other numeric paths recorded for the leaderboard in ``folder``, by name."""
+    out = []
+    for path in sorted((folder / PATHS).glob("*.yaml")):
+        try:
+            replay = ReplayPath.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError) as err:
+            raise DmlbenchError(
+                f"{path}: not a numeric path's file ({err.__class__.__name__}); restore it "
+                f"from git or record it again (dmlbench check --record-path {path.stem})"
+            ) from None
+        if replay.name != path.stem:
+            raise DmlbenchError(f"{path}: names the path '{replay.name}', not '{path.stem}'")
+        out.append(replay)
+    return out
+
+
+def locate(folder: Path, checksums: dict[str, str], here: dict[str, Any] | None = None) -> Location:
+    """The numeric path this machine (or ``here``, a :func:`compute` result) is on, among the
+    leaderboard's in ``folder`` whose records have ``checksums``."""
+    committed = load(folder)
+    if committed is None:
+        return Location(why_not=f"{folder / FILE} is missing")
+    here = here or this_machine()
+    key = (here["weights_sha256"], here["metrics_sha256"])
+    if key == (committed["weights_sha256"], committed["metrics_sha256"]):
+        return Location()
+    known = [f"the board's own ({committed['weights_sha256'][:12]})"]
+    for replay in load_paths(folder):
+        if key == (replay.weights_sha256, replay.metrics_sha256):
+            if replay.board != board_digest(checksums):
+                return Location(
+                    why_not=f"this machine is on the numeric path '{replay.name}', whose "
+                    f"replay ({folder / PATHS / replay.name}.yaml) was recorded for an earlier "
+                    f"board: record it again here (dmlbench check --record-path {replay.name})"
+                )
+            return Location(replay=replay)
+        known.append(f"'{replay.name}' ({replay.weights_sha256[:12]}, {', '.join(replay.cpus)})")
+    return Location(
+        why_not=f"this machine's numeric path (fingerprint {key[0][:12]}) is none of the "
+        f"leaderboard's: {'; '.join(known)}; record it (dmlbench check --record-path NAME, "
+        "docs/leaderboard.md)"
+    )
 
 
 def load(folder: Path) -> dict[str, Any] | None:

@@ -1,14 +1,17 @@
-"""What the portable numeric path costs: training steps and evaluation, MKL's reproducible
-branch against the branch MKL picks for this CPU.
+"""What a numeric path costs: training steps and evaluation, the portable setting against a peer.
 
 ``python -m dmlbench.perf.simd`` trains contrastive on glyphs-mini for ``--steps`` steps at one
 torch thread and evaluates the test split, in a fresh process per measurement (MKL reads its
-branch once, at its first call), under ``MKL_CBWR=COMPATIBLE,STRICT`` (ours: the setting of
-:mod:`dmlbench.simd`) and under ``MKL_CBWR=AUTO`` (the peer: MKL's own choice for this CPU).
-The rest of the setting (oneDNN, ATen and faiss at AVX2) is the same on both sides: on a CPU
-whose best level is AVX2 it costs nothing, and on an AVX-512 CPU its cost is the speed
-AVX-512 would have added. The sides take turns, reversed every other round; figures are
-medians of the rounds.
+branch once, at its first call), under the setting of :mod:`dmlbench.simd` (ours) and under
+the peer ``--peer`` names:
+
+- ``mkl-auto``: ``MKL_CBWR=AUTO``, MKL's own choice for this CPU (what the portable branch costs);
+- ``onednn-off``: ``torch.backends.mkldnn`` off, so convolutions run in ATen (im2col and MKL's
+  matrix product) instead of oneDNN: the candidate for one path across vendors that was
+  measured and not adopted (docs/leaderboard.md).
+
+The rest of the setting (oneDNN, ATen and faiss at AVX2) is the same on both sides. The sides
+take turns, reversed every other round; figures are medians of the rounds.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ from dmlbench.perf._common import (
     rounds_option,
 )
 
-SIDES = {"ours": "COMPATIBLE,STRICT", "peer": "AUTO"}
+#: --peer -> (what it is, the environment of its side); ours is the portable setting as is
+PEERS = {
+    "mkl-auto": ("`MKL_CBWR=AUTO` (MKL's choice for this CPU)", {"MKL_CBWR": "AUTO"}),
+    "onednn-off": (
+        "`torch.backends.mkldnn` off (convolutions in ATen)",
+        {"DMLBENCH_PERF_ONEDNN": "0"},
+    ),
+}
+SIDES = ("ours", "peer")
 
 
 def child(steps: int) -> dict[str, float | str | None]:
@@ -47,6 +58,8 @@ def child(steps: int) -> dict[str, float | str | None]:
     from dmlbench.simd import mkl_branch
 
     torch.set_num_threads(1)
+    if os.environ.get("DMLBENCH_PERF_ONEDNN") == "0":
+        torch.backends.mkldnn.set_flags(False)
     protocol = load_protocol("glyphs-mini")
     data = load_data(protocol)
     method = create_method(
@@ -59,11 +72,12 @@ def child(steps: int) -> dict[str, float | str | None]:
         "step": result.train_seconds / result.steps,
         "evaluate": time.perf_counter() - start,
         "mkl": mkl_branch(),
+        "convolutions": "oneDNN" if torch.backends.mkldnn.enabled else "ATen",
     }
 
 
-def measure(side: str, steps: int) -> dict[str, float | str | None]:
-    env = {**os.environ, "MKL_CBWR": SIDES[side]}
+def measure(side: str, peer: str, steps: int) -> dict[str, float | str | None]:
+    env = {**os.environ, **(PEERS[peer][1] if side == "peer" else {})}
     out = subprocess.run(
         [sys.executable, "-m", "dmlbench.perf.simd", "--child", "--steps", str(steps)],
         env=env,
@@ -82,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     rounds_option(parser, "--rounds", 3, "measurements per side, ≥ 3 (median, min, max shown)")
     parser.add_argument("--steps", type=int, default=100, help="training steps per measurement")
+    parser.add_argument(
+        "--peer", choices=sorted(PEERS), default="mkl-auto", help="what to compare with"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     add_common_options(parser)
     args = parser.parse_args(argv)
@@ -95,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: dict[str, list[dict[str, float | str | None]]] = {side: [] for side in SIDES}
     for r in range(args.rounds):
         for side in list(SIDES) if r % 2 == 0 else list(reversed(SIDES)):
-            runs[side].append(measure(side, args.steps))
+            runs[side].append(measure(side, args.peer, args.steps))
     rows = []
     for key, figure, scale in (
         ("step", "training step, ms (glyphs-mini batch, contrastive, one thread)", 1000.0),
@@ -103,14 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         ours, peer = (Spread.of([float(m[key] or 0) for m in runs[s]], scale) for s in SIDES)
         rows.append(Row.timed(figure, ours, peer))
-    branches = {s: sorted({str(m["mkl"]) for m in runs[s]}) for s in SIDES}
-    rows.append(
-        Row("MKL branch reported by MKL", ", ".join(branches["ours"]), ", ".join(branches["peer"]))
-    )
+    for key, figure in (("mkl", "MKL branch reported by MKL"), ("convolutions", "convolutions in")):
+        seen = {s: ", ".join(sorted({str(m[key]) for m in runs[s]})) for s in SIDES}
+        rows.append(Row(figure, seen["ours"], seen["peer"]))
     body = (
-        f"Ours: `MKL_CBWR={SIDES['ours']}` (the portable setting); peer: `MKL_CBWR="
-        f"{SIDES['peer']}` (MKL's choice for this CPU); {args.rounds} rounds of {args.steps} "
-        "steps and one evaluation per side, a fresh process each:\n\n" + markdown_table(rows)
+        f"Ours: the portable setting (`dmlbench.simd`); peer: {PEERS[args.peer][0]}; "
+        f"{args.rounds} rounds of {args.steps} steps and one evaluation per side, a fresh "
+        "process each:\n\n" + markdown_table(rows)
     )
     emit("dmlbench.perf.simd", info, body, args.out)
     return 0

@@ -1,5 +1,6 @@
-"""The seconds-long fingerprint: this machine reproduces the committed boards' numeric path
-(:mod:`dmlbench.leaderboard.fingerprint`), and the fingerprint notices another MKL branch."""
+"""The seconds-long fingerprint: this machine is on one of the committed boards' numeric paths
+(:mod:`dmlbench.leaderboard.fingerprint`), another MKL branch is noticed, and the paths'
+files are found, matched, refused when stale or damaged, and recorded only where they should."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from dmlbench.errors import DmlbenchError
 from dmlbench.leaderboard import check, fingerprint, tolerances
 from dmlbench.provenance import cpu_name
 
@@ -18,6 +21,8 @@ LEADERBOARD_DIR = Path(__file__).resolve().parents[2] / "results" / "leaderboard
 
 
 def _skip_off_path() -> None:
+    """Only another architecture or a changed kernel setting skips: on x86-64 under the
+    portable setting an unknown numeric path fails, loudly."""
     tol = tolerances.load_tolerances(LEADERBOARD_DIR)
     assert tol is not None
     if why := check.off_path(tol):
@@ -25,25 +30,22 @@ def _skip_off_path() -> None:
 
 
 @pytest.mark.slow
-def test_this_machine_reproduces_the_committed_fingerprint() -> None:
+def test_this_machine_is_on_a_committed_numeric_path() -> None:
     _skip_off_path()
+    tol = tolerances.load_tolerances(LEADERBOARD_DIR)
     committed = fingerprint.load(LEADERBOARD_DIR)
-    assert committed is not None, f"no {fingerprint.FILE}: python -m {fingerprint.__name__} --write"
-    now = fingerprint.compute()
+    assert tol is not None and committed is not None
+    now = fingerprint.this_machine()
     assert now["protocol"] == committed["protocol"]
     assert now["setting"] == committed["setting"]
-    assert (now["weights_sha256"], now["metrics_sha256"]) == (
-        committed["weights_sha256"],
-        committed["metrics_sha256"],
-    ), f"{cpu_name()} does not reproduce the committed numeric path"
+    where = fingerprint.locate(LEADERBOARD_DIR, tol.checksums)
+    assert where.why_not is None, f"{cpu_name()}: {where.why_not}"
 
 
 @pytest.mark.slow
 def test_another_mkl_branch_gives_another_fingerprint() -> None:
     """The fingerprint can fail: MKL's vendor-chosen branch (AUTO) rounds differently."""
     _skip_off_path()
-    committed = fingerprint.load(LEADERBOARD_DIR)
-    assert committed is not None
     env = {**os.environ, "MKL_CBWR": "AUTO"}
     out = subprocess.run(
         [sys.executable, "-m", fingerprint.__name__, "--leaderboard-dir", "unused"],
@@ -54,10 +56,125 @@ def test_another_mkl_branch_gives_another_fingerprint() -> None:
     ).stdout
     auto = yaml.safe_load(out)
     assert auto["setting"]["mkl"] == "AUTO"
-    assert auto["weights_sha256"] != committed["weights_sha256"]
+    assert auto["weights_sha256"] != fingerprint.this_machine()["weights_sha256"]
 
 
 def test_a_damaged_fingerprint_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / fingerprint.FILE).write_bytes(b"\xff\xfe: [")
     with pytest.raises(fingerprint.DmlbenchError, match=fingerprint.FILE):
         fingerprint.load(tmp_path)
+
+
+# -- numeric paths, with made-up fingerprints (no training) ------------------------------------
+
+BOARD = {"weights_sha256": "b" * 64, "metrics_sha256": "c" * 64}
+OTHER = {"weights_sha256": "d" * 64, "metrics_sha256": "e" * 64}
+CHECKSUMS = {"glyphs-mini/x.json": "0" * 64}
+
+
+def _board(folder: Path, *paths: dict[str, Any]) -> Path:
+    (folder / fingerprint.FILE).write_text(yaml.safe_dump(BOARD))
+    for p in paths:
+        (folder / fingerprint.PATHS).mkdir(exist_ok=True)
+        (folder / fingerprint.PATHS / f"{p['name']}.yaml").write_text(yaml.safe_dump(p))
+    return folder
+
+
+def _path(name: str = "intel", checksums: dict[str, str] = CHECKSUMS) -> dict[str, Any]:
+    return fingerprint.ReplayPath(
+        name=name,
+        cpus=["Some CPU"],
+        setting={"torch": "AVX2"},
+        board=fingerprint.board_digest(checksums),
+        git_commit="abc",
+        created="2026-11-28T00:00:00+00:00",
+        metrics={"glyphs-mini": {"contrastive": {"recall@1": 0.5}}},
+        **OTHER,
+    ).model_dump()
+
+
+def test_the_boards_own_path_is_located(tmp_path: Path) -> None:
+    where = fingerprint.locate(_board(tmp_path, _path()), CHECKSUMS, here=BOARD)
+    assert where.replay is None and where.why_not is None
+
+
+def test_another_recorded_path_is_located_with_its_values(tmp_path: Path) -> None:
+    where = fingerprint.locate(_board(tmp_path, _path()), CHECKSUMS, here=OTHER)
+    assert where.why_not is None and where.replay is not None
+    assert where.replay.metrics["glyphs-mini"]["contrastive"]["recall@1"] == 0.5
+
+
+def test_a_path_recorded_for_an_earlier_board_is_stale(tmp_path: Path) -> None:
+    folder = _board(tmp_path, _path(checksums={"glyphs-mini/x.json": "1" * 64}))
+    where = fingerprint.locate(folder, CHECKSUMS, here=OTHER)
+    assert where.replay is None
+    assert (
+        where.why_not
+        and "earlier board" in where.why_not
+        and "--record-path intel" in where.why_not
+    )
+
+
+def test_an_unknown_path_names_every_known_one(tmp_path: Path) -> None:
+    here = {"weights_sha256": "f" * 64, "metrics_sha256": "f" * 64}
+    where = fingerprint.locate(_board(tmp_path, _path()), CHECKSUMS, here=here)
+    assert where.replay is None and where.why_not is not None
+    assert "ffffffffffff" in where.why_not and "'intel'" in where.why_not
+    assert "bbbbbbbbbbbb" in where.why_not and "--record-path" in where.why_not
+
+
+def test_a_damaged_or_misnamed_path_file_is_one_line(tmp_path: Path) -> None:
+    folder = _board(tmp_path, _path())
+    renamed = folder / fingerprint.PATHS / "amd.yaml"
+    (folder / fingerprint.PATHS / "intel.yaml").rename(renamed)
+    with pytest.raises(DmlbenchError, match="names the path 'intel', not 'amd'"):
+        fingerprint.load_paths(folder)
+    renamed.write_text("name: amd\nmetrics: {}\n")
+    with pytest.raises(DmlbenchError, match=r"amd\.yaml: not a numeric path's file"):
+        fingerprint.load_paths(folder)
+
+
+def test_the_check_compares_with_this_paths_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a recorded path the reference is that path's re-run; on the board's path, or an
+    unknown one (with a warning naming the way out), the committed records."""
+    from dmlbench.records import Record
+
+    folder = _board(tmp_path, _path())
+    tol = tolerances.load_tolerances(LEADERBOARD_DIR)
+    assert tol is not None
+    tol = tol.model_copy(update={"checksums": CHECKSUMS})
+    record = Record.model_construct(metrics={"recall@1": 0.4})
+    board = {"glyphs-mini": {"contrastive": record}}
+    notes: list[str] = []
+    for here, expected in [
+        (OTHER, 0.5),
+        (BOARD, 0.4),
+        ({"weights_sha256": "9", "metrics_sha256": "9"}, 0.4),
+    ]:
+        monkeypatch.setattr(fingerprint, "this_machine", lambda here=here: here)
+        ref = check.reference_metrics(folder, tol, board, notes.append)
+        assert ref["glyphs-mini", "contrastive"]["recall@1"] == expected
+    assert "path 'intel'" in notes[0] and "--record-path NAME" in notes[-1] and len(notes) == 2
+
+
+def test_record_path_refuses_where_there_is_nothing_to_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No values for the board's own path (its records are the values), no name that is not
+    a plain word, and no second name for a recorded path: each one line, before any run."""
+    tol = tolerances.load_tolerances(LEADERBOARD_DIR)
+    assert tol is not None
+    monkeypatch.setattr(check, "off_path", lambda _tol: None)
+    with pytest.raises(DmlbenchError, match="lower-case"):
+        check.record_path(LEADERBOARD_DIR, "../Intel")
+    committed = fingerprint.load(LEADERBOARD_DIR)
+    assert committed is not None
+    monkeypatch.setattr(fingerprint, "this_machine", lambda: committed)
+    with pytest.raises(DmlbenchError, match="reproduces the board's own records"):
+        check.record_path(LEADERBOARD_DIR, "again")
+    for recorded in fingerprint.load_paths(LEADERBOARD_DIR):
+        monkeypatch.setattr(fingerprint, "this_machine", lambda r=recorded: r.model_dump())
+        with pytest.raises(DmlbenchError, match=f"this machine is on '{recorded.name}'"):
+            check.record_path(LEADERBOARD_DIR, f"{recorded.name}-2")

@@ -184,6 +184,19 @@ def test_simd_script_compares_the_two_mkl_branches(capsys: pytest.CaptureFixture
     assert float(step["ours"]) > 0 and float(step["peer"]) > 0 and float(step["ratio"]) > 0
 
 
+@pytest.mark.heavy  # as above
+def test_simd_script_compares_with_convolutions_outside_onednn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dmlbench.perf import simd as perf_simd
+
+    assert perf_simd.main(["--rounds", "3", "--steps", "2", "--peer", "onednn-off"]) == 0
+    rows = {row["figure"]: row for row in parse_table(capsys.readouterr().out)}
+    convolutions = rows["convolutions in"]
+    assert (convolutions["ours"], convolutions["peer"]) == ("oneDNN", "ATen")
+    assert rows["MKL branch reported by MKL"]["peer"] == "COMPATIBLE,STRICT"
+
+
 def test_gpu_script_runs_on_a_cpu_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     from dmlbench.perf import gpu as perf_gpu
 
