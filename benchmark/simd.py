@@ -1,4 +1,8 @@
-"""One numeric code path for every x86-64 machine, so that records replay across CPU vendors.
+"""One numeric code path for every x86-64 machine of a CPU vendor, so that records replay.
+
+The setting below makes every AMD EPYC take one path and every Intel Xeon another; the two
+vendors still round apart, which :mod:`dmlbench.leaderboard.fingerprint` handles with one set
+of replay values per path.
 
 Why this exists: oneDNN (PyTorch's CPU convolutions), ATen's vectorised kernels, faiss and MKL
 (torch's CPU BLAS: linear layers and every loss's matrix products) each pick their kernels from

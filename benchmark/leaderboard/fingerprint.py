@@ -7,13 +7,12 @@ both with the values committed in ``results/leaderboard/fingerprint.yaml``. Trai
 every kernel family a board run does (oneDNN convolutions, MKL matrix products in the head and
 the loss, ATen's vectorised element-wise ops, Adam), and the metrics touch faiss and numpy, so
 a machine whose kernels round differently fails here in seconds, before anyone waits for the
-check. The file names the setting it was made under (:func:`dmlbench.simd.in_force`): on
-x86-64 every machine under the portable setting must give the same hashes, whichever vendor.
+check. The file names the setting it was made under (:func:`dmlbench.simd.in_force`).
 
 Not every x86-64 machine takes the board's path: under the portable setting AMD EPYCs (with
 and without AVX-512) agree to the last bit, and so do Intel Xeons of different generations,
-but the two vendors round apart from the first convolution on (oneDNN), and no kernel setting
-tried made them agree (docs/leaderboard.md). So a leaderboard holds one fingerprint per
+but the two vendors round apart, and none of the kernel settings tried made them agree
+(docs/leaderboard.md). So a leaderboard holds one fingerprint per
 **numeric path**: ``fingerprint.yaml`` for the path its records were made on, and
 ``paths/<name>.yaml`` for each other path, with that path's own re-run of every entry
 (:class:`ReplayPath`, written by ``dmlbench check --record-path NAME`` on a machine of that
