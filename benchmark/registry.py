@@ -2,7 +2,7 @@
 
 Modelled on timm's ``register_model`` / ``list_models``: components register themselves with a
 decorator, names are unique, ``get`` suggests close matches for typos and ``list`` accepts a
-shell-style pattern (``dmlbench list methods '*proxy*'``).
+shell-style pattern (``dmlbench list methods '*proxy*'``), matched regardless of case.
 """
 
 from __future__ import annotations
@@ -14,6 +14,15 @@ from typing import Generic, TypeVar
 from dmlbench.errors import DmlbenchError, RegistryError, did_you_mean
 
 T = TypeVar("T")
+
+
+def name_matches(name: str, pattern: str) -> bool:
+    """Whether ``name`` matches the shell-style ``pattern``, regardless of case.
+
+    Registered names are lower case, but users type the papers' class names (``*Proxy*``,
+    ``pml:*circle*``): a case-sensitive match found nothing and read as "no such method".
+    """
+    return fnmatch.fnmatchcase(name.casefold(), pattern.casefold())
 
 
 class Registry(Generic[T]):
@@ -69,7 +78,8 @@ class Registry(Generic[T]):
             raise RegistryError(f"unknown {self.kind} '{name}'{hint}; known: {known}") from None
 
     def list(self, pattern: str = "*") -> list[str]:
-        return sorted(n for n in self._items if fnmatch.fnmatchcase(n, pattern))
+        """The registered names matching ``pattern`` (:func:`name_matches`), sorted."""
+        return sorted(n for n in self._items if name_matches(n, pattern))
 
     def __contains__(self, name: object) -> bool:
         if name in self._items or name in self._resolved:

@@ -231,12 +231,12 @@ METHODS.add_resolver(PREFIX, resolve)
 
 def list_pml(pattern: str = "pml:*") -> list[tuple[str, str | None]]:
     """``(name, None)`` for each library loss that resolves, ``(name, why)`` for the others."""
-    import fnmatch
+    from dmlbench.registry import name_matches
 
     out: list[tuple[str, str | None]] = []
     for loss_name in sorted(loss_classes()):
         name = PREFIX + loss_name
-        if not fnmatch.fnmatchcase(name, pattern):
+        if not name_matches(name, pattern):
             continue
         try:
             METHODS.get(name)

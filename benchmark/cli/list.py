@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from dmlbench.errors import DmlbenchError, did_you_mean
@@ -31,7 +30,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         load_plugins(args.plugin)
         names = METHODS.list(args.pattern)
         refused: dict[str, str] = {}
-        if args.pattern.startswith("pml:"):  # built on demand, so listed from the library
+        if args.pattern.casefold().startswith("pml:"):  # built on demand: listed from the library
             found = list_pml(args.pattern)
             refused = {n: why for n, why in found if why}
             names = [n for n, why in found if not why]
@@ -63,9 +62,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             print("pml:<Loss>[+<Miner>]  any pytorch-metric-learning loss: list methods 'pml:*'")
     elif args.what == "protocols":
         from dmlbench.protocol import builtin_names, load_protocol
+        from dmlbench.registry import name_matches
 
         known = builtin_names()
-        names = [n for n in known if Path(n).match(args.pattern)]
+        names = [n for n in known if name_matches(n, args.pattern)]
         check_some_match("protocol", args.pattern, names, known)
         for name in names:
             p = load_protocol(name)
@@ -96,7 +96,7 @@ def add_parser(subparsers: Any) -> None:
         "list",
         help="list methods, protocols, backbones or data sets",
         description="List registered components; PATTERN is a shell-style "
-        "pattern, e.g. dmlbench list methods '*proxy*'.",
+        "pattern, matched regardless of case, e.g. dmlbench list methods '*Proxy*'.",
     )
     lst.add_argument("what", choices=["methods", "protocols", "backbones", "datasets"])
     lst.add_argument("pattern", nargs="?", default="*", help="filter (default: *)")

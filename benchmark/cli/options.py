@@ -202,25 +202,34 @@ def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
             raise DmlbenchError(f"--hparam {item}: {problem}")
 
 
-def add_budget_options(parser: argparse.ArgumentParser) -> None:
+def add_budget_options(parser: argparse.ArgumentParser, *, defaults: bool = True) -> None:
+    """The tuning-budget flags of ``run``, ``sweep`` and ``search``.
+
+    Args:
+        parser: the subcommand's parser.
+        defaults: offer ``--no-search`` and ``--trials 0`` (the papers' defaults). ``search``
+            passes False: it only runs search trials, so a zero budget could only fail there.
+    """
     g = parser.add_argument_group(
         "tuning",
         "Each method is tuned with the protocol's budget (search.trials) on validation classes "
         "carved out of the training classes, then retrained for every seed.",
     )
+    low, zero = (0, "; 0 = the papers' defaults") if defaults else (1, "")
     g.add_argument(
         "--trials",
         type=int,
         default=None,
         metavar="N",
         help="tuning budget per method instead of the protocol's (a derived protocol: "
-        f"own hash, own tables), 0 to {MAX_TRIALS}; 0 = the papers' defaults",
+        f"own hash, own tables), {low} to {MAX_TRIALS}{zero}",
     )
-    g.add_argument(
-        "--no-search",
-        action="store_true",
-        help="use the papers' default hyper-parameters (same as --trials 0)",
-    )
+    if defaults:
+        g.add_argument(
+            "--no-search",
+            action="store_true",
+            help="use the papers' default hyper-parameters (same as --trials 0)",
+        )
     g.add_argument(
         "--storage",
         default=None,
@@ -246,7 +255,7 @@ def add_budget_options(parser: argparse.ArgumentParser) -> None:
 
 def apply_budget(protocol: Protocol, args: argparse.Namespace) -> Protocol:
     """The protocol with the budget the command line asks for (a different hash if changed)."""
-    trials = 0 if args.no_search else args.trials
+    trials = 0 if getattr(args, "no_search", False) else args.trials
     if trials is None or trials == protocol.search.trials:
         return protocol
     return protocol.with_trials(trials)

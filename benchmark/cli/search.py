@@ -133,5 +133,5 @@ def add_parser(subparsers: Any) -> None:
         action="store_true",
         help="print each study's state and exit (0, also with no study yet; creates no file)",
     )
-    add_budget_options(p)
+    add_budget_options(p, defaults=False)  # search trials only: a zero budget has none
     p.set_defaults(func=cmd_search)

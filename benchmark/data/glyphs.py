@@ -14,6 +14,10 @@ classes, so the split is zero-shot like CUB's.
 
 Every image depends only on (seed, code point, font, instance), so the data set is the same on
 every machine that has the same fonts; the fingerprint (a hash of the arrays) proves it.
+
+The fonts keep their licences (:func:`font_licences`, read from the files matplotlib ships
+beside them): DejaVu is under the Bitstream Vera licence (its own changes public domain),
+STIXGeneral under the SIL Open Font License 1.1.
 """
 
 from __future__ import annotations
@@ -53,6 +57,29 @@ FONT_FILES = tuple(
     for style in styles
 )
 SUPERSAMPLE = 4  # render at 4x and downsample: anti-aliased strokes at 32 px
+# The two font families rendered, with the licence file matplotlib ships beside them (the
+# copies rendered are matplotlib's, so their licences are read there; Debian's
+# fonts-dejavu-core says the same, "bitstream-vera") and the marker that identifies each text.
+FONT_FAMILIES = (
+    {
+        "family": "DejaVu (Sans, Sans Mono, Serif)",
+        "prefix": "DejaVu",
+        "author": "Bitstream, Inc. (Vera); DejaVu changes public domain; Arev glyphs Tavmjong Bah",
+        "url": "https://dejavu-fonts.github.io",
+        "licence_file": "LICENSE_DEJAVU",
+    },
+    {
+        "family": "STIXGeneral",
+        "prefix": "STIX",
+        "author": "STI Pub Companies; portions MicroPress, Inc. and Elsevier, Inc.",
+        "url": "https://www.stixfonts.org",
+        "licence_file": "LICENSE_STIX",
+    },
+)
+KNOWN_LICENCES = (  # (text the licence file holds, its name)
+    ("SIL Open Font License, Version 1.1", "OFL-1.1"),
+    ("Bitstream Vera Fonts Copyright", "Bitstream-Vera (DejaVu changes: public domain; Arev)"),
+)
 
 
 class GlyphsParams(FrozenModel):
@@ -66,6 +93,31 @@ def font_dir() -> Path:
     import matplotlib
 
     return Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+
+
+def font_licences() -> list[dict[str, Any]]:
+    """Each rendered font family with its licence, read from the licence file beside the
+    fonts (``unknown`` when the text is not one this module recognises): the images are
+    renderings of these fonts, so their licences travel with the data set's record."""
+    rows = []
+    for family in FONT_FAMILIES:
+        path = font_dir() / family["licence_file"]
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        licence = next((name for mark, name in KNOWN_LICENCES if mark in text), "unknown")
+        rows.append(
+            {
+                "family": family["family"],
+                "files": [f for f in FONT_FILES if f.startswith(family["prefix"])],
+                "licence": licence,
+                "author": family["author"],
+                "url": family["url"],
+                "licence_file": f"matplotlib/mpl-data/fonts/ttf/{family['licence_file']}",
+            }
+        )
+    return rows
 
 
 @lru_cache(maxsize=1)
@@ -217,5 +269,6 @@ class Glyphs(DatasetSource):
                 "train_classes": n_train,
                 "test_classes": len(classes) - n_train,
                 "first_test_class": classes[n_train],
+                "fonts": font_licences(),  # not in the fingerprint (the arrays are)
             },
         )

@@ -46,7 +46,13 @@ from PIL import Image
 from pydantic import Field
 
 from dmlbench.data.base import DATASETS
-from dmlbench.data.rendered import GroupSplitParams, RenderedImages, prepared_under
+from dmlbench.data.licences import default_licence, file_stanza, package_stanzas
+from dmlbench.data.rendered import (
+    GroupSplitParams,
+    RenderedImages,
+    prepared_under,
+    write_licences,
+)
 from dmlbench.errors import DataError
 
 SIZE = 64  # stored canvas, px
@@ -79,24 +85,53 @@ CONTEXTS = {
 
 @dataclass(frozen=True)
 class Theme:
-    """A kept icon theme: its folder under ``<data dir>/icons``, Debian package, upstream."""
+    """A kept icon theme: its folder under ``<data dir>/icons``, Debian package, upstream.
+
+    ``sources``: further source-tree paths (``{name}``: the icon name) an installed icon may
+    be built from, for the Debian copyright file's per-file stanzas (:func:`icon_sources`);
+    Adwaita renders its PNGs from ``src/fullcolor/<name>.svg``.
+    """
 
     folder: str
     package: str
     url: str
+    author: str
+    sources: tuple[str, ...] = ()
 
 
 # Order matters: of two near-identical images of a class, the earlier theme's is kept
 # (elementary-xfce borrows a few GNOME drawings, so it comes after Adwaita).
 THEMES = (
-    Theme("Adwaita", "adwaita-icon-theme", "https://gitlab.gnome.org/GNOME/adwaita-icon-theme"),
-    Theme("Tango", "tango-icon-theme", "http://tango.freedesktop.org/Tango_Icon_Library"),
-    Theme("oxygen", "oxygen-icon-theme", "https://invent.kde.org/frameworks/oxygen-icons5"),
-    Theme("breeze", "breeze-icon-theme", "https://invent.kde.org/frameworks/breeze-icons"),
+    Theme(
+        "Adwaita",
+        "adwaita-icon-theme",
+        "https://gitlab.gnome.org/GNOME/adwaita-icon-theme",
+        "GNOME Project",
+        ("src/fullcolor/{name}.svg", "41/src/fullcolor/{name}.svg"),
+    ),
+    Theme(
+        "Tango",
+        "tango-icon-theme",
+        "http://tango.freedesktop.org/Tango_Icon_Library",
+        "Tango Desktop Project",
+    ),
+    Theme(
+        "oxygen",
+        "oxygen-icon-theme",
+        "https://invent.kde.org/frameworks/oxygen-icons5",
+        "Oxygen Team (KDE)",
+    ),
+    Theme(
+        "breeze",
+        "breeze-icon-theme",
+        "https://invent.kde.org/frameworks/breeze-icons",
+        "KDE Visual Design Group",
+    ),
     Theme(
         "elementary-xfce",
         "elementary-xfce-icon-theme",
         "https://github.com/shimmerproject/elementary-xfce",
+        "Daniel Foré, Simon Steinbeiß and contributors",
     ),
 )
 
@@ -282,19 +317,67 @@ def package_version(package: str) -> str:
 
 
 def package_licence(package: str) -> str:
-    """The ``License`` of the ``Files: *`` paragraph of the package's Debian copyright file."""
-    path = Path("/usr/share/doc") / package / "copyright"
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "unknown"
-    in_all = False
-    for line in text.splitlines():
-        if line.startswith("Files:"):
-            in_all = line.split(":", 1)[1].strip() == "*"
-        elif in_all and line.startswith("License:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
+    """The ``License`` of the ``Files: *`` paragraph of the package's Debian copyright file:
+    the package's default, as ``sources.yaml`` records it. An image's own licence may differ
+    (:func:`icon_licence`)."""
+    return default_licence(package_stanzas(package))
+
+
+def icon_sources(theme: Theme, icon: Icon, folder: Path) -> list[str]:
+    """The source-tree paths the installed ``icon`` may be built from, as the Debian
+    copyright file's ``Files:`` patterns name them: its path under the icons folder
+    (``elementary-xfce/emblems/48/emblem-readonly.png``), the SVG a PNG is rendered from, and
+    the theme's own :attr:`Theme.sources`."""
+    rel = f"{theme.folder}/{icon.path.relative_to(folder).as_posix()}"
+    paths = [rel]
+    if icon.path.suffix == ".png":
+        paths.append(rel[: -len(".png")] + ".svg")
+    paths += [t.format(name=icon.name) for t in theme.sources]
+    return paths
+
+
+def icon_licence(theme: Theme, icon: Icon, folder: Path) -> tuple[str, str]:
+    """``(licence, copyright)`` of one icon file: the stanza of its package's copyright file
+    that matches it, the last one winning (``unknown`` when none does)."""
+    stanza = file_stanza(package_stanzas(theme.package), icon_sources(theme, icon, folder))
+    return (stanza.licence, stanza.copyright) if stanza else ("unknown", "")
+
+
+def licences(root: Path) -> dict[str, Any]:
+    """The licence record of a prepared folder (``licences.yaml``): per theme its package
+    default, author and home; per image the licence of the theme file it was rendered from.
+
+    Written beside ``sources.yaml``, not into it: the data fingerprint hashes that file's
+    bytes, and the committed boards' fingerprints must not move with a licence's wording.
+    """
+    import csv
+
+    folders = theme_folders()
+    by_folder = {t.folder: t for t in THEMES}
+    icons = {t.folder: theme_icons(t.folder, folders[t.folder]) for t in THEMES}
+    images: dict[str, dict[str, str]] = {}
+    with (root / "index.csv").open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            theme = by_folder[Path(row["path"]).stem]
+            icon = icons[theme.folder][row["label"]]
+            licence, holders = icon_licence(theme, icon, folders[theme.folder])
+            images[row["path"]] = {
+                "licence": licence,
+                "file": f"{theme.folder}/{icon.path.relative_to(folders[theme.folder])}",
+                "copyright": holders,
+            }
+    themes = [
+        {
+            "name": t.folder,
+            "package": t.package,
+            "licence": package_licence(t.package),
+            "author": t.author,
+            "url": t.url,
+            "copyright_file": f"/usr/share/doc/{t.package}/copyright",
+        }
+        for t in THEMES
+    ]
+    return {"sources": themes, "images": images}
 
 
 def sources(counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
@@ -359,6 +442,7 @@ def prepare(dest: Path, classes: tuple[str, ...] | None = None) -> Path:
         (tmp / "index.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
         meta = {"sources": sources(dict(per_theme)), "settings": settings()}
         (tmp / "sources.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), "utf-8")
+        write_licences(tmp, licences(tmp))
         old = dest.with_name(f".{dest.name}.old")
         if dest.exists():
             os.replace(dest, old)
@@ -395,6 +479,9 @@ class Icons(RenderedImages):
 
     def prepared_root(self, cache_dir: Path) -> Path:
         return prepared_root(cache_dir)
+
+    def licences(self, root: Path) -> dict[str, Any]:
+        return licences(root)
 
 
 FIGURE_CLASSES = (

@@ -13,7 +13,7 @@ import csv
 import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -30,10 +30,31 @@ class GroupSplitParams(FrozenModel):
     test_groups: tuple[str, ...] = Field(min_length=1)
 
 
+LICENCES = "licences.yaml"
+LICENCES_HEADER = (
+    "# The licence of every source and image in this folder (dmlbench.data.licences): the\n"
+    "# art's own, read per file where its Debian copyright file has Files: stanzas. Not in the\n"
+    "# data fingerprint (sources.yaml is). Derived images of ShareAlike art keep its licence.\n"
+)
+
+
+def write_licences(root: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` as ``root/licences.yaml`` (atomically: readers never see half)."""
+    import yaml
+
+    from dmlbench.atomic import atomic_write
+
+    text = LICENCES_HEADER + yaml.safe_dump(record, sort_keys=False, allow_unicode=True)
+    path = root / LICENCES
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
+    return path
+
+
 class RenderedImages(CustomImages):
     """A set this package renders into the cache (emoji, icons) and loads as a bring-your-own
     root: no data root, split by the index's groups, and no flip augmentation (a mirrored
-    drawing is another class: :attr:`mirrored`). Subclasses give :meth:`prepared_root`."""
+    drawing is another class: :attr:`mirrored`). Subclasses give :meth:`prepared_root` and
+    :meth:`licences`."""
 
     reads_root = False
     mirrored: ClassVar[str]  # what a mirror image would be, for the refusal's one line
@@ -42,13 +63,31 @@ class RenderedImages(CustomImages):
         """The prepared root under ``cache_dir``, rendered on first use."""
         raise NotImplementedError
 
+    def licences(self, root: Path) -> dict[str, Any]:
+        """The licence record of the prepared folder ``root`` (``licences.yaml``)."""
+        raise NotImplementedError
+
+    def ensure_licences(self, root: Path) -> Path:
+        """``root/licences.yaml``, written when missing: folders prepared before it existed
+        get it without a re-render (their key, and so their pixels, are unchanged)."""
+        path = root / LICENCES
+        if not path.is_file():
+            from filelock import FileLock
+
+            with FileLock(str(root) + ".lock"):
+                if not path.is_file():
+                    write_licences(root, self.licences(root))
+        return path
+
     def entries(self, params: GroupSplitParams, root: Path) -> list[Entry]:
         return index_entries(root, SplitSpec(test_groups=params.test_groups))
 
     def load(self, params: GroupSplitParams, root: Path | None, cache_dir: Path) -> DataSplits:
         """The prepared root, loaded as a bring-your-own root (a flip is refused before
         anything is rendered); the fingerprint also covers ``sources.yaml``, the sources'
-        versions and the render settings, which the manifest's paths and sizes do not."""
+        versions and the render settings, which the manifest's paths and sizes do not.
+        ``licences.yaml`` is not hashed: a corrected licence must not move the fingerprint of
+        the committed boards."""
         if self.images is not None and self.images.train.hflip > 0:
             raise DataError(f"{self.name}: images.train.hflip must be 0: mirrored, {self.mirrored}")
         prepared = self.prepared_root(cache_dir)
@@ -57,6 +96,7 @@ class RenderedImages(CustomImages):
         h.update((prepared / "sources.yaml").read_bytes())
         splits.fingerprint = h.hexdigest()
         splits.info["sources"] = str(prepared / "sources.yaml")
+        splits.info["licences"] = str(self.ensure_licences(prepared))
         return splits
 
 

@@ -20,7 +20,7 @@ from dmlbench.errors import (
     format_validation_error,
 )
 from dmlbench.methods import METHODS
-from dmlbench.models import BACKBONES, backbone_exists, check_weights
+from dmlbench.models import backbone_exists, backbone_hint, check_weights
 from dmlbench.models.bn_inception import bn_inception_takes
 from dmlbench.protocol import Protocol
 
@@ -39,7 +39,7 @@ def check_components(protocol: Protocol, source: str) -> None:
         msg = format_validation_error(err, dataset.Params, prefix="data.params")
         raise ProtocolError(f"{source}: {msg}") from None
     if not backbone_exists(protocol.model.backbone):
-        hint = did_you_mean(protocol.model.backbone, BACKBONES.list())
+        hint = backbone_hint(protocol.model.backbone)
         raise ProtocolError(
             f"{source}: model.backbone: unknown backbone '{protocol.model.backbone}'{hint}"
         )

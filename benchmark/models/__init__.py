@@ -9,6 +9,7 @@ from dmlbench.models.backbones import (
     BACKBONES,
     NO_PRETRAINED,
     backbone_exists,
+    backbone_hint,
     check_weights,
     create_backbone,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "NO_PRETRAINED",
     "EmbeddingNet",
     "backbone_exists",
+    "backbone_hint",
     "build_model",
     "check_weights",
     "create_backbone",

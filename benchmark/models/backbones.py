@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from dmlbench.errors import DmlbenchError
+from dmlbench.errors import DmlbenchError, did_you_mean
 from dmlbench.models.normalization import IMAGENET, InputConvention, InputNormalization
 from dmlbench.registry import Registry
 
@@ -115,6 +115,21 @@ def backbone_exists(name: str) -> bool:
     return False
 
 
+def backbone_hint(name: str) -> str:
+    """``" (did you mean 'x'?)"`` for an unknown backbone name, or an empty string.
+
+    A bare library model name (``resnet18``) is most likely meant as that library's model, so
+    ``timm:<name>`` (or else ``torchvision:<name>``) is suggested when the library knows it,
+    before the closest registered name: the fuzzy match alone said ``resnet50``, a different
+    network.
+    """
+    if ":" not in name:
+        for lib in ("timm", "torchvision"):
+            if backbone_exists(f"{lib}:{name}"):
+                return f" (did you mean '{lib}:{name}'?)"
+    return did_you_mean(name, BACKBONES.list())
+
+
 def create_backbone(
     name: str, pretrained: str | None, in_channels: int, pooling: str = "avg"
 ) -> tuple[nn.Module, int]:
@@ -142,8 +157,11 @@ def create_backbone(
         return _timm(model, pretrained, in_channels)
     if lib == "torchvision" and backbone_exists(name):
         return _torchvision(model, pretrained, in_channels)
-    BACKBONES.get(name)  # raises with "did you mean"
-    raise AssertionError("unreachable")
+    known = ", ".join(BACKBONES.list())
+    raise DmlbenchError(
+        f"unknown backbone '{name}'{backbone_hint(name)}; known: {known}, timm:<model>, "
+        "torchvision:<model>"
+    )
 
 
 def _require_timm_weights(model: str) -> None:

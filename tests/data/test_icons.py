@@ -109,6 +109,9 @@ def test_prepare_writes_the_contract_layout_deterministically(
     meta = yaml.safe_load((root / "sources.yaml").read_text(encoding="utf-8"))
     images = {s["package"]: s["images"] for s in meta["sources"]}
     assert images["breeze-icon-theme"] == 1 and images["tango-icon-theme"] == 2
+    record = yaml.safe_load((root / "licences.yaml").read_text(encoding="utf-8"))
+    assert sorted(record["images"]) == sorted(line.split(",")[0] for line in lines[1:])
+    assert record["images"]["images/go-next/breeze.png"]["file"] == "breeze/48/actions/go-next.svg"
     again = icons.prepare(tmp_path / "again")
     files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())

@@ -184,6 +184,11 @@ CASES = [
         id="unknown-backbone-in-protocol",
     ),
     pytest.param(
+        edit_protocol(model="model: {backbone: resnet18}"),
+        ["model.backbone: unknown backbone 'resnet18'", "did you mean 'timm:resnet18'"],
+        id="bare-timm-backbone-in-protocol",
+    ),
+    pytest.param(
         options("--backbone-override", "small_cnn"),
         ["model.backbone: unknown backbone 'small_cnn'", "did you mean 'small-cnn'"],
         id="unknown-backbone-option",

@@ -5,9 +5,11 @@ Manager is told not to download a driver). Skipped, with the reason, where eithe
 The page is built from a small synthetic board, so the test does not depend on the committed
 leaderboard's numbers.
 
-By hand, a laptop-sized screenshot of any page (how docs/leaderboard-page.png is made)::
+By hand, a laptop-sized screenshot of any page, scrolled to an optional anchor (how
+docs/leaderboard-page.png is made: the tuned glyphs-mini board)::
 
-    python -m tests.report.test_html_browser reports/leaderboard/index.html docs/leaderboard-page.png
+    python -m tests.report.test_html_browser reports/leaderboard/index.html \
+        docs/leaderboard-page.png glyphs-mini-13eb26e7aa5d
 """
 
 from __future__ import annotations
@@ -60,11 +62,12 @@ def start_browser(size: tuple[int, int] = LAPTOP) -> Any:
     return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 
-def screenshot(page: Path, png: Path, size: tuple[int, int] = LAPTOP) -> None:
-    """Save a ``size`` screenshot of ``page`` (the top of it, as a laptop shows it)."""
+def screenshot(page: Path, png: Path, size: tuple[int, int] = LAPTOP, anchor: str = "") -> None:
+    """Save a ``size`` screenshot of ``page`` (the top of it, or of the element ``anchor``
+    names, as a laptop shows it)."""
     browser = start_browser(size)
     try:
-        browser.get(page.resolve().as_uri())
+        browser.get(page.resolve().as_uri() + (f"#{anchor}" if anchor else ""))
         png.parent.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(png))
     finally:
@@ -146,4 +149,6 @@ def test_a_wide_board_does_not_scroll_the_laptop_page_sideways(browser: Any, ind
 
 
 if __name__ == "__main__":
-    screenshot(Path(sys.argv[1]), Path(sys.argv[2]))
+    screenshot(
+        Path(sys.argv[1]), Path(sys.argv[2]), anchor=sys.argv[3] if len(sys.argv) > 3 else ""
+    )

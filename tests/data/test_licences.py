@@ -1,0 +1,228 @@
+"""Per-file licences from Debian copyright files, and the licence records of the data sets.
+
+Reading only ``Files: *`` labelled elementary-xfce's ``emblem-readonly`` (CC-BY-SA-2.0) as
+GPL-2+. A file with a stanza of its own must get that stanza's licence, the last matching
+stanza winning (copyright-format 1.0); and writing the corrected licences must not move the
+data fingerprint of the committed boards.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dmlbench.data import glyphs, licences
+from dmlbench.data.licences import file_stanza, parse_copyright, pattern_regex
+
+# A DEP-5 file in the shape of elementary-xfce's, with the traps of the real ones: free text
+# before the first stanza (Adwaita's), "Files:     *" with padding (Noto's), patterns over
+# several lines, " ." empty lines, and a later stanza overriding an earlier one.
+FIXTURE = """\
+This package was debianized by someone; a line with a colon: not a field.
+
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+Upstream-Name: some-theme
+
+Files:     *
+Copyright: 2007-2013 Main Author <main@example.org>
+           .
+           2010 Second Author
+License: GPL-2+
+
+Files: some-theme/emblems/*/emblem-readonly.svg
+       some-theme/emblems/*/emblem-unreadable.svg
+Copyright: 2005-2009 Lapo Calamandrei
+License: CC-BY-SA-2.0
+ The licence text, indented.
+
+Files: some-theme/emblems/16/*
+Copyright: 2020 Small Sizes
+License: MIT
+
+Files: weird/a\\*b?.svg
+Copyright: 2021 Escapes
+License: CC0-1.0
+
+Files: debian/*
+Copyright: 2018 Packager
+License: GPL-2+
+
+License: GPL-2+
+ A stand-alone licence paragraph: no Files field, not a stanza.
+"""
+
+
+@pytest.fixture()
+def stanzas() -> list[licences.Stanza]:
+    return parse_copyright(FIXTURE)
+
+
+def test_the_stanzas_are_read_in_order_with_their_licences(stanzas: list[licences.Stanza]) -> None:
+    assert [s.licence for s in stanzas] == ["GPL-2+", "CC-BY-SA-2.0", "MIT", "CC0-1.0", "GPL-2+"]
+    assert stanzas[0].patterns == ("*",)
+    assert stanzas[1].patterns == (
+        "some-theme/emblems/*/emblem-readonly.svg",
+        "some-theme/emblems/*/emblem-unreadable.svg",
+    )
+    assert stanzas[0].copyright == "2007-2013 Main Author <main@example.org>; 2010 Second Author"
+    assert licences.default_licence(stanzas) == "GPL-2+"
+
+
+def test_a_file_with_its_own_stanza_gets_its_own_licence(stanzas: list[licences.Stanza]) -> None:
+    own = file_stanza(stanzas, ["some-theme/emblems/48/emblem-readonly.svg"])
+    assert own is not None and own.licence == "CC-BY-SA-2.0"
+    assert own.copyright == "2005-2009 Lapo Calamandrei"
+    other = file_stanza(stanzas, ["some-theme/emblems/48/emblem-favorite.svg"])
+    assert other is not None and other.licence == "GPL-2+"  # only Files: * matches
+
+
+def test_the_last_matching_stanza_wins(stanzas: list[licences.Stanza]) -> None:
+    """emblems/16/emblem-readonly.svg matches the CC-BY-SA stanza and the later MIT one."""
+    stanza = file_stanza(stanzas, ["some-theme/emblems/16/emblem-readonly.svg"])
+    assert stanza is not None and stanza.licence == "MIT"
+
+
+def test_any_source_path_of_a_built_file_may_match(stanzas: list[licences.Stanza]) -> None:
+    """An installed PNG is matched through the SVG it was rendered from."""
+    png = "some-theme/emblems/48/emblem-readonly.png"
+    alone, both = file_stanza(stanzas, [png]), file_stanza(stanzas, [png, png[:-4] + ".svg"])
+    assert alone is not None and alone.licence == "GPL-2+"
+    assert both is not None and both.licence == "CC-BY-SA-2.0"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("*", "a/b/c.svg", True),  # * crosses directories
+        ("a/*/c.svg", "a/b/x/c.svg", True),
+        ("a/?.svg", "a/b.svg", True),
+        ("a/?.svg", "a/bb.svg", False),
+        ("weird/a\\*b?.svg", "weird/a*bc.svg", True),  # \\* is a literal star
+        ("weird/a\\*b?.svg", "weird/axbc.svg", False),
+        ("a/[bc].svg", "a/b.svg", False),  # no character classes in DEP-5
+        ("a/[bc].svg", "a/[bc].svg", True),
+    ],
+)
+def test_patterns_follow_copyright_format_1_0(pattern: str, path: str, matches: bool) -> None:
+    assert bool(pattern_regex(pattern).fullmatch(path)) is matches
+
+
+def test_an_unreadable_copyright_file_is_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(licences, "DOC_DIR", tmp_path)
+    licences.package_stanzas.cache_clear()
+    assert licences.package_stanzas("no-such-package") == ()
+    assert licences.default_licence(()) == "unknown"
+
+
+def test_an_icon_gets_the_licence_of_its_own_stanza(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """icons.icon_licence reads the theme package's copyright file per file."""
+    from dmlbench.data import icons
+
+    (tmp_path / "some-theme-pkg").mkdir()
+    (tmp_path / "some-theme-pkg" / "copyright").write_text(FIXTURE, encoding="utf-8")
+    monkeypatch.setattr(licences, "DOC_DIR", tmp_path)
+    licences.package_stanzas.cache_clear()
+    theme = icons.Theme("some-theme", "some-theme-pkg", "https://example.org", "Someone")
+    folder = tmp_path / "icons" / "some-theme"
+
+    def icon(rel: str) -> icons.Icon:
+        return icons.Icon("some-theme", Path(rel).stem, folder / rel, 48, "Emblems")
+
+    assert icons.icon_licence(theme, icon("emblems/48/emblem-readonly.png"), folder) == (
+        "CC-BY-SA-2.0",
+        "2005-2009 Lapo Calamandrei",
+    )
+    assert icons.icon_licence(theme, icon("emblems/48/emblem-favorite.png"), folder)[0] == "GPL-2+"
+    assert icons.package_licence("some-theme-pkg") == "GPL-2+"  # sources.yaml's: the default
+    licences.package_stanzas.cache_clear()
+
+
+ELEMENTARY = Path("/usr/share/doc/elementary-xfce-icon-theme/copyright")
+ELEMENTARY_ICONS = Path("/usr/share/icons/elementary-xfce")
+
+
+@pytest.mark.skipif(
+    not (ELEMENTARY.is_file() and (ELEMENTARY_ICONS / "index.theme").is_file()),
+    reason="elementary-xfce-icon-theme is not installed",
+)
+def test_the_real_emblem_readonly_is_cc_by_sa_2_0() -> None:
+    """The case of the issue: Debian's file says GPL-2+ for *, CC-BY-SA-2.0 for this icon."""
+    from dmlbench.data import icons
+
+    theme = next(t for t in icons.THEMES if t.folder == "elementary-xfce")
+    found = icons.theme_icons(theme.folder, ELEMENTARY_ICONS)
+    for name in ("emblem-readonly", "emblem-unreadable"):
+        licence, holders = icons.icon_licence(theme, found[name], ELEMENTARY_ICONS)
+        assert licence == "CC-BY-SA-2.0" and "Lapo Calamandrei" in holders, name
+    assert icons.icon_licence(theme, found["go-next"], ELEMENTARY_ICONS)[0] == "GPL-2+"
+    assert icons.package_licence(theme.package) == "GPL-2+"
+
+
+def test_the_glyphs_fonts_licences_are_read_from_their_licence_files() -> None:
+    rows = {r["family"].split()[0]: r for r in glyphs.font_licences()}
+    assert rows["DejaVu"]["licence"].startswith("Bitstream-Vera")
+    assert rows["STIXGeneral"]["licence"] == "OFL-1.1"
+    files = [f for r in rows.values() for f in r["files"]]
+    assert sorted(files) == sorted(glyphs.FONT_FILES)  # every rendered font has a licence
+
+
+def test_an_unrecognised_font_licence_is_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "LICENSE_DEJAVU").write_text("some other terms", encoding="utf-8")
+    monkeypatch.setattr(glyphs, "font_dir", lambda: tmp_path)
+    rows = glyphs.font_licences()
+    assert [r["licence"] for r in rows] == ["unknown", "unknown"]  # STIX's file is absent
+
+
+def committed_fingerprint(board: str) -> str:
+    """The data fingerprint the committed board's records carry."""
+    folder = Path(__file__).resolve().parents[2] / "results" / "leaderboard" / board
+    record = next(folder.rglob("*-seed0-final.json"))
+    return str(json.loads(record.read_text(encoding="utf-8"))["data_fingerprint"])
+
+
+@pytest.mark.skipif(
+    not all((Path("/usr/share/icons") / t / "index.theme").is_file() for t in
+            ("Adwaita", "Tango", "oxygen", "breeze", "elementary-xfce")),
+    reason="the Debian icon themes are not installed",
+)  # fmt: skip
+def test_icons_licences_are_recorded_without_moving_the_fingerprint(tmp_path: Path) -> None:
+    """licences.yaml is written beside sources.yaml (whose bytes the fingerprint hashes, and
+    whose ``licence`` stays the package default): the committed board's fingerprint holds."""
+    pytest.importorskip("resvg_py")
+    from dmlbench.data import load_data
+    from dmlbench.protocol import load_protocol
+
+    data = load_data(load_protocol("icons-mini"))
+    assert data.fingerprint == committed_fingerprint("icons-mini")
+    record = yaml.safe_load(Path(data.info["licences"]).read_text(encoding="utf-8"))
+    images = record["images"]
+    assert images["images/emblem-readonly/elementary-xfce.png"]["licence"] == "CC-BY-SA-2.0"
+    assert images["images/go-next/elementary-xfce.png"]["licence"] == "GPL-2+"
+    sources = yaml.safe_load(Path(data.info["sources"]).read_text(encoding="utf-8"))
+    by_theme = {s["name"]: s["licence"] for s in sources["sources"]}
+    assert by_theme["elementary-xfce"] == "GPL-2+"  # unchanged bytes: the package default
+
+
+def test_emoji_licences_are_recorded_without_moving_the_fingerprint() -> None:
+    """As for icons: the twemoji row of licences.yaml names the art (CC-BY-4.0), and the
+    committed emoji-mini board's fingerprint holds."""
+    from dmlbench.data import load_data
+    from dmlbench.errors import DataError
+    from dmlbench.protocol import load_protocol
+
+    try:
+        data = load_data(load_protocol("emoji-mini"))
+    except DataError as err:  # a source package missing: the emoji tests say which
+        pytest.skip(str(err))
+    assert data.fingerprint == committed_fingerprint("emoji-mini")
+    record = yaml.safe_load(Path(data.info["licences"]).read_text(encoding="utf-8"))
+    assert {s["name"]: s["licence"] for s in record["sources"]}["twemoji"] == "CC-BY-4.0"
