@@ -1,11 +1,13 @@
-"""``dmlbench data prepare``: real data sets into place (:mod:`dmlbench.data.prepare`), and
-``dmlbench data figure``: a grid of a rendered set's classes by their sources."""
+"""``dmlbench data prepare``: real data sets into place (:mod:`dmlbench.data.prepare`),
+``dmlbench data figure``: a grid of a rendered set's classes by their sources, and ``dmlbench
+data audit``: look-alike classes and near-blank images (:mod:`dmlbench.data.audit`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from dmlbench.data.audit import BLANK_STD, NEAR_RMS
 from dmlbench.data.prepare import SPECS, prepare
 from dmlbench.errors import DataError
 
@@ -70,13 +72,25 @@ EPILOG = """examples:
 """
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Exit 1 when the protocol's data hands out free or impossible queries."""
+    from dmlbench.data.audit import audit_protocol
+    from dmlbench.protocol import load_protocol
+
+    found = audit_protocol(
+        load_protocol(args.protocol), args.data_root, args.near_rms, args.blank_std
+    )
+    print(found.summary())
+    return 0 if found.ok else 1
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser(
         "data",
-        help="get data sets into place; draw the rendered ones",
+        help="get data sets into place; draw the rendered ones; audit a protocol's data",
         description="Download, verify and extract real data sets, or print where their files "
         "go, and write a manifest; render the emoji and icons sets, and draw a few of their "
-        "classes.",
+        "classes; audit a protocol's data for look-alike classes and blank images.",
     )
     actions = data.add_subparsers(dest="data_command", metavar="ACTION")
     prep = actions.add_parser(
@@ -128,6 +142,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--classes", default=None, help="comma-separated class names (default: eight chosen)"
     )
     fig.set_defaults(func=cmd_figure)
+
+    aud = actions.add_parser(
+        "audit",
+        help="look-alike classes and near-blank images in a protocol's data",
+        description="Compare every pair of images of different classes as the protocol feeds "
+        "them to the network (its resolution, its test pipeline for both splits): identical or "
+        "nearly identical drawings within the test split, within the training split and across "
+        "them, and near-blank images. Exit 1 when any is found: such data hands out impossible "
+        "or free queries.",
+        epilog="example:\n  dmlbench data audit --protocol glyphs-mini",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    aud.add_argument("--protocol", required=True, help="protocol name or YAML file")
+    aud.add_argument("--data-root", default=None, help="the data set's folder (real data sets)")
+    aud.add_argument(
+        "--near-rms",
+        type=float,
+        default=NEAR_RMS,
+        help=f"largest RMS pixel difference (0-1 scale) of a near-identical pair (default "
+        f"{NEAR_RMS:g}: copies up to anti-aliasing)",
+    )
+    aud.add_argument(
+        "--blank-std",
+        type=float,
+        default=BLANK_STD,
+        help=f"an image whose pixels' std is below this is near-blank (default {BLANK_STD:g})",
+    )
+    aud.set_defaults(func=cmd_audit)
 
     def show_help(args: argparse.Namespace) -> int:
         data.print_help()

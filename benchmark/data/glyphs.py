@@ -184,6 +184,19 @@ def render(ch: str, font_index: int, size: int, rng: np.random.Generator) -> np.
     return np.clip(arr, 0, 255).astype(np.uint8)
 
 
+def drawing(ch: str, font_index: int, size: int) -> np.ndarray:
+    """``ch`` in one font at ``size`` px, as :func:`render` draws it before its random
+    transform (middle scale, no stroke, offset, rotation or noise): what two classes share
+    when a font draws them alike (:mod:`dmlbench.data.audit`)."""
+    from PIL import Image, ImageDraw
+
+    canvas = size * SUPERSAMPLE
+    img = Image.new("L", (canvas, canvas), 0)
+    font = _font(font_index, max(8, int(canvas * 0.675)))
+    ImageDraw.Draw(img).text((canvas / 2, canvas / 2), ch, fill=255, font=font, anchor="mm")
+    return np.asarray(img.resize((size, size), resample=Image.Resampling.BOX), dtype=np.uint8)
+
+
 def select_classes(num_classes: int) -> list[str]:
     letters = available_letters()
     if num_classes > len(letters):
@@ -272,3 +285,18 @@ class Glyphs(DatasetSource):
                 "fonts": font_licences(),  # not in the fingerprint (the arrays are)
             },
         )
+
+    def drawings(self, params: BaseModel, splits: DataSplits) -> dict[str, np.ndarray]:
+        """Each image's drawing before its random transform, per split, in the splits' order
+        (:func:`generate`'s: class, then font, then instance), on [0, 1]."""
+        assert isinstance(params, GlyphsParams)
+        classes = select_classes(params.num_classes)
+        per_class = [
+            drawing(ch, f, params.image_size).reshape(-1) / 255.0
+            for ch in classes
+            for f in range(len(FONT_FILES))
+            for _ in range(params.instances_per_font)
+        ]
+        rows = np.stack(per_class).astype(np.float32)
+        n_train = len(splits.train)
+        return {"train": rows[:n_train], "test": rows[n_train:]}
