@@ -304,6 +304,22 @@ def summary_markdown(
     )
 
 
+@dataclass(frozen=True)
+class WrittenBoard:
+    """One board's Markdown and CSV as written, with what they were made from.
+
+    ``dmlbench report`` builds the rest of the board's files (LaTeX, plots, page) from the same
+    ``table`` and ``analysis``: the analysis is a bootstrap, so it is computed once per render.
+    """
+
+    title: str
+    path: Path  # the Markdown file
+    markdown: str
+    frame: pd.DataFrame  # records_frame of the board's final records
+    table: pd.DataFrame  # summary_table(frame)
+    analysis: Board
+
+
 def write_reports(
     records: list[Record],
     out_dir: Path,
@@ -319,8 +335,18 @@ def write_reports(
     lines printed under its table (not under its table of runs with overrides, which are
     smoke tests, not the board the notes describe).
 
-    Returns (title, markdown path, markdown text) per table.
+    Returns (title, markdown path, markdown text) per table (:func:`write_boards` returns
+    what each was made from as well).
     """
+    return [(w.title, w.path, w.markdown) for w in write_boards(records, out_dir, notes)]
+
+
+def write_boards(
+    records: list[Record],
+    out_dir: Path,
+    notes: Mapping[str, Sequence[str]] | None = None,
+) -> list[WrittenBoard]:
+    """:func:`write_reports`, returning each board's :class:`WrittenBoard`."""
     notes = notes or {}
     records, external = split_external(records)  # shown apart, never ranked
     check_one_condition(records)  # `dmlbench run` and `sweep` print these tables
@@ -328,7 +354,7 @@ def write_reports(
     if df.empty:
         return []
     external_of = by_hash(external)
-    written = []
+    written: list[WrittenBoard] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
         name = str(part["protocol"].iloc[0])
@@ -342,8 +368,9 @@ def write_reports(
         atomic_write_text(out_dir / f"{stem}.csv", to_csv(summary))
         title = board_title(group[0].protocol, group, board.margin_words)
         lines = () if overridden else notes.get(name, ())
-        md = summary_markdown(title, summary_table(part), board, bool(overridden), lines)
+        table = summary_table(part)
+        md = summary_markdown(title, table, board, bool(overridden), lines)
         md += "" if overridden else external_markdown(external_of.get(str(h), []))
         atomic_write_text(out_dir / f"{stem}.md", md)
-        written.append((title, out_dir / f"{stem}.md", md))
+        written.append(WrittenBoard(title, out_dir / f"{stem}.md", md, part, table, board))
     return written
