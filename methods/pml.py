@@ -36,7 +36,7 @@ import torch
 from pytorch_metric_learning import losses, miners
 from torch import nn
 
-from dmlbench.errors import DmlbenchError, RegistryError
+from dmlbench.errors import DmlbenchError, RegistryError, did_you_mean
 from dmlbench.methods._base import LR_MULT_KEY, METHODS, HParams, Method
 from dmlbench.methods._library import (
     CITATIONS,
@@ -45,7 +45,6 @@ from dmlbench.methods._library import (
     init_params,
     protocol_kwargs,
 )
-from dmlbench.registry import did_you_mean
 
 PREFIX = "pml:"
 MINER_PREFIX = "miner_"

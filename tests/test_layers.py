@@ -30,7 +30,6 @@ ROOTS = {  # import prefix -> folder
 LAYERS = [
     {
         "dmlbench.errors",
-        "dmlbench.registry",
         "dmlbench.atomic",
         "dmlbench.simd",
         "dmlbench.options",

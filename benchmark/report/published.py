@@ -53,8 +53,8 @@ class PublishedEntry(StrictModel):
     @field_validator("method")
     @classmethod
     def _registered(cls, method: str) -> str:
+        from dmlbench.errors import did_you_mean
         from dmlbench.methods import METHODS
-        from dmlbench.registry import did_you_mean
 
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}{did_you_mean(method, METHODS.list())}")
