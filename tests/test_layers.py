@@ -4,9 +4,10 @@ Layers, lowest first (docs/development.md, "Layout"): the foundations (errors an
 atomic writes, the SIMD pin, the run options, provenance), then protocols and records, then the
 components, each its own layer in this order: data, models, metrics, methods; then the engine,
 the search, the orchestration (run, report), the leaderboard, and on top the command line and
-the benchmark scripts. A module may import its own layer and those below it, and no files may import each
-other in a circle, inside a folder or across folders (imports inside functions count). Imports
-under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted.
+the benchmark scripts. A module may import its own layer and those below it, and no files may
+import each other in a circle, inside a folder or across folders (imports inside functions
+count). Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not
+counted.
 
 Why a hand-written test and not import-linter's layers contract: import-linter (grimp) builds
 its graph from the package's folder, and ``dmlbench.methods`` and ``dmlbench.protocols`` live
