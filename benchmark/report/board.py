@@ -56,7 +56,7 @@ OVERRIDE_MD = "*Runs with overrides (e.g. --max-steps): smoke tests, not leaderb
 
 
 @dataclass(frozen=True)
-class Board:
+class BoardAnalysis:
     """The claims one table may make (see the module docstring)."""
 
     metric: str | None
@@ -189,8 +189,8 @@ def shared_seeds(scores: pd.DataFrame) -> tuple[int, ...]:
 
 def analyse_board(
     df: pd.DataFrame, records: Iterable[Record] = (), margin: float | None = None
-) -> Board:
-    """The :class:`Board` of a :func:`~dmlbench.report.tables.records_frame` of one board;
+) -> BoardAnalysis:
+    """The :class:`BoardAnalysis` of a :func:`~dmlbench.report.tables.records_frame` of one board;
     ``records``, the same board's records, add the test-class component where every one
     carries its per-query hits (else the verdicts resample seeds only, and say so).
     ``margin``: δ, else the protocol's ``report.equivalence_margin`` (rebuilt from the records'
@@ -200,13 +200,13 @@ def analyse_board(
     ids = tuple(sorted({int(s) for s in df["seed"]}))
     metric = board_metric(df)
     if metric is None:
-        return Board(None, True, seeds, ids, pd.DataFrame(columns=["method", "seed"]))
+        return BoardAnalysis(None, True, seeds, ids, pd.DataFrame(columns=["method", "seed"]))
     if margin is None:
         margin = equivalence_margin(records[0].protocol) if records else DEFAULT_EQUIVALENCE_MARGIN
     higher = higher_is_better(metric)
     trained = df[(df["method"] != UNTRAINED) & df[metric].notna()]
     scores = trained[["method", "seed", metric]].drop_duplicates(["method", "seed"])
-    base = Board(metric, higher, seeds, ids, scores, margin=margin)
+    base = BoardAnalysis(metric, higher, seeds, ids, scores, margin=margin)
     methods = tuple(sorted(scores["method"].unique()))
     shared = shared_seeds(scores)
     if len(methods) < 2 or len(shared) < 2:
@@ -216,7 +216,9 @@ def analyse_board(
     reps, resampled = drawn
     verdicts = compare_with_best(reps, margin, ALPHA, higher)
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
-    return Board(metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability)
+    return BoardAnalysis(
+        metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability
+    )
 
 
 def board_replicates(
@@ -241,7 +243,7 @@ def board_replicates(
     return seed_replicates(methods, values, n_boot=n_boot, seed=seed), SEEDS_ONLY
 
 
-def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:
+def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:
     """Display strings of the verdict columns for the rows ``index`` (— where not judged):
     the difference to the best of the others with its interval, in % (label distances as they
     are), the verdict, P(rank 1) and P(top 3)."""
@@ -263,7 +265,7 @@ def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:
     return out
 
 
-def display_table(table: pd.DataFrame, board: Board) -> pd.DataFrame:
+def display_table(table: pd.DataFrame, board: BoardAnalysis) -> pd.DataFrame:
     """The summary table's display strings (bold where not worse than the best) with the
     verdict columns after the metrics, where the board was judged."""
     shown = format_table(table, bold=board.bold)
@@ -272,7 +274,7 @@ def display_table(table: pd.DataFrame, board: Board) -> pd.DataFrame:
     return shown.join(verdict_cells(board, list(shown.index)))
 
 
-def verdict_numbers(board: Board) -> pd.DataFrame:
+def verdict_numbers(board: BoardAnalysis) -> pd.DataFrame:
     """The verdicts for the summary CSV: ``<metric>_vs_best``, ``_vs_best_lo``, ``_vs_best_hi``
     (records' units), ``verdict``, ``p_rank1``, ``p_top3`` and ``equivalence_margin``."""
     if board.verdicts is None or board.metric is None:
@@ -289,7 +291,7 @@ def verdict_numbers(board: Board) -> pd.DataFrame:
 def summary_markdown(
     title: str,
     table: pd.DataFrame,
-    board: Board,
+    board: BoardAnalysis,
     overridden: bool,
     notes: Sequence[str] = (),
 ) -> str:
@@ -317,7 +319,7 @@ class WrittenBoard:
     markdown: str
     frame: pd.DataFrame  # records_frame of the board's final records
     table: pd.DataFrame  # summary_table(frame)
-    analysis: Board
+    analysis: BoardAnalysis
 
 
 def write_reports(

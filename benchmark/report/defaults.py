@@ -70,7 +70,7 @@ TEXT = (
 )
 log = logging.getLogger(__name__)
 
-Board = tuple[str, int, str, str]  # protocol name, version, hash, data fingerprint
+BoardKey = tuple[str, int, str, str]  # protocol name, version, hash, data fingerprint
 
 
 def board_pairs(records: Iterable[Record]) -> list[tuple[list[Record], list[Record]]]:
@@ -79,7 +79,7 @@ def board_pairs(records: Iterable[Record]) -> list[tuple[list[Record], list[Reco
     Boards are the final records without overrides of one protocol hash. A pair whose data
     fingerprints differ is skipped with a warning: its gaps could come from the data.
     """
-    boards: dict[Board, list[Record]] = defaultdict(list)
+    boards: dict[BoardKey, list[Record]] = defaultdict(list)
     for r in records:
         if r.stage == "final" and not r.overrides:
             key = (r.protocol.name, r.protocol.version, r.protocol.hash, r.data_fingerprint)

@@ -34,21 +34,21 @@ def tune(
     method: str,
     train_split: Split,
     fingerprint: str,
-    run: RunOptions,
+    run_options: RunOptions,
 ) -> Selection:
     """Run (or continue) ``method``'s study to its budget and return the best selection.
 
-    ``run.search.workers - 1`` extra worker processes on this machine join the study; other
+    ``run_options.search.workers - 1`` extra worker processes on this machine join the study; other
     machines may join through the same storage URL with ``dmlbench search``.
     """
     import torch
 
     quiet_optuna()
-    options = run.search
-    url = storage_url(options, run.results_dir)
-    name = study_name(protocol, method, run.overrides)
+    search_options = run_options.search
+    url = storage_url(search_options, run_options.results_dir)
+    name = study_name(protocol, method, run_options.overrides)
     with storage_errors(url):
-        study = open_study(protocol, method, open_storage(url, options), name, url)
+        study = open_study(protocol, method, open_storage(url, search_options), name, url)
         finished = count_trials(study).finished
     metric = objective_metric(protocol, train_split.label_kind)
     if finished >= protocol.search.trials:  # resumed: nothing left
@@ -63,11 +63,13 @@ def tune(
         )
     # Every worker trains with the same thread count as this process, whatever --workers is:
     # the count moves numbers (seen: R@1 0.6781 vs 0.6859 under one protocol hash).
-    run = replace(run, threads=run.threads or torch.get_num_threads())
-    procs = spawn_workers(protocol, method, run, options, url, options.workers - 1)
+    run_options = replace(run_options, threads=run_options.threads or torch.get_num_threads())
+    procs = spawn_workers(
+        protocol, method, run_options, search_options, url, search_options.workers - 1
+    )
     try:
-        with torch_threads(run.threads):
-            run_worker(protocol, method, train_split, fingerprint, run, options, url)
+        with torch_threads(run_options.threads):
+            run_worker(protocol, method, train_split, fingerprint, run_options, search_options, url)
     finally:
         for p in procs:
             p.join()
