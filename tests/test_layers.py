@@ -36,6 +36,9 @@ LAYERS = [
         "dmlbench.simd",
         "dmlbench.options",
         "dmlbench.provenance",
+        # the metrics' description: the protocol reads it, so it sits below the protocol
+        # although it lives in metrics/ (test_a_low_module_in_a_high_folder_loads_alone)
+        "dmlbench.metrics.catalogue",
     },
     {"dmlbench.protocol", "dmlbench.protocols", "dmlbench.records"},
     # the components, each its own layer so that a circle among them fails
@@ -117,6 +120,21 @@ def upward_imports() -> list[str]:
 
 def test_every_import_points_down_the_pipeline() -> None:
     assert upward_imports() == []
+
+
+def test_a_low_module_in_a_high_folder_loads_alone() -> None:
+    """Importing ``dmlbench.metrics.catalogue`` runs ``dmlbench/metrics/__init__.py`` first: a
+    module placed in a lower layer than its folder is only below its importers if every
+    package ``__init__`` on its path imports nothing of dmlbench."""
+    all_modules = modules()
+    for name in all_modules:
+        package = name.rpartition(".")[0]
+        while package.count(".") >= 1 and layer(name) < layer(package):
+            assert not imports(all_modules[package]), (
+                f"{package}/__init__.py imports dmlbench modules, so {name} (layer "
+                f"{layer(name)}) would load the layer-{layer(package)} package under it"
+            )
+            package = package.rpartition(".")[0]
 
 
 def test_every_module_is_in_a_layer() -> None:

@@ -30,6 +30,7 @@ import yaml
 from pydantic import ValidationError
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics.catalogue import FAMILIES
 from dmlbench.protocol import StrictModel
 from dmlbench.records import UNTRAINED
 
@@ -40,7 +41,8 @@ FLOOR = 0.005
 
 
 CAP = 0.015
-UNCAPPED_PREFIXES = ("mld@",)  # unbounded label distances: the spread term alone
+# unbounded label distances (not fractions): the spread term alone
+UNCAPPED_PREFIXES = tuple(f.key for f in FAMILIES if not f.percent)
 
 
 TOLERANCES = "tolerances.yaml"

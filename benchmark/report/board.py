@@ -21,11 +21,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dmlbench.metrics import catalogue
+from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.external import by_hash, external_markdown, split_external
 from dmlbench.report.query_tests import class_sums
-from dmlbench.report.ranking import LOWER_IS_BETTER, primary_metric
+from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
     UNTRAINED,
@@ -120,8 +122,8 @@ class BoardAnalysis:
     def _verdict_legend(self) -> str:
         m = self.metric
         assert m is not None
-        unit = "" if m.startswith("mld@") else " points"
-        delta = f"{self.margin:g}" if m.startswith("mld@") else f"{100 * self.margin:g}"
+        unit = " points" if catalogue.is_percent(m) else ""
+        delta = f"{catalogue.scale(m) * self.margin:g}"
         seeds = _seed_words(self.shared_seeds)
         if self.resampled == CROSSED:
             how = (
@@ -170,7 +172,7 @@ def _seed_words(seeds: Sequence[int]) -> str:
 
 
 def higher_is_better(metric: str) -> bool:
-    return not metric.startswith(LOWER_IS_BETTER)
+    return catalogue.higher_is_better(metric)
 
 
 def board_metric(df: pd.DataFrame) -> str | None:
@@ -233,7 +235,7 @@ def board_replicates(
     """The bootstrap means the verdicts resample, and what was resampled: seeds and test
     classes crossed where every record carries its per-query Recall@1 hits, else seeds only
     (None with fewer than 2 seeds). ``seed`` picks the random stream."""
-    sums = class_sums(records, methods, seeds) if metric == "recall@1" and seeds else None
+    sums = class_sums(records, methods, seeds) if metric == HITS_METRIC and seeds else None
     if sums is not None:
         return crossed_replicates(methods, *sums, n_boot=n_boot, seed=seed), CROSSED
     if len(seeds) < 2:
@@ -251,7 +253,7 @@ def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:
     v = board.verdicts
     if v is None or board.metric is None:
         return out
-    digits, scale = (3, 1.0) if board.metric.startswith("mld@") else (1, 100.0)
+    digits, scale = catalogue.digits(board.metric), catalogue.scale(board.metric)
     for method, row in v.iterrows():
         if method not in out.index:
             continue

@@ -55,6 +55,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dmlbench.metrics import catalogue
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
@@ -68,7 +69,6 @@ from dmlbench.report.html import Across, Page, render_index, render_page
 from dmlbench.report.latex import render_latex
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
-    NOT_PERCENT,
     PublishedEntry,
     load_published,
     reported_vs_reproduced,
@@ -316,7 +316,7 @@ def comparison_numbers(comp: pd.DataFrame, numeric: pd.DataFrame) -> pd.DataFram
     """The reported-vs-reproduced CSV: numbers in %, as the published values are printed, with
     our 95% t-interval over seeds (empty for one seed)."""
     out = comp.rename(columns={"ours": "ours_mean"}).set_index("method")
-    scale = [1.0 if m.startswith(NOT_PERCENT) else 100.0 for m in out["metric"]]
+    scale = [catalogue.scale(m) for m in out["metric"]]
     for side in ("lo", "hi"):
         values = [
             numeric.at[m, f"{k}_{side}"] for m, k in zip(out.index, out["metric"], strict=True)
