@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from dmlbench.errors import ProtocolError, did_you_mean, format_validation_error
+from dmlbench.metrics.catalogue import hash_omit_defaults
 
 COMPONENT_CHECK = "dmlbench.engine.components:check_components"
 HASH_EXCLUDE: dict[str, Any] = {
@@ -56,6 +57,8 @@ HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {
     ("optim", "steps_per_epoch"): None,
     ("model", "channels_last"): False,
     ("model", "compile"): False,
+    # a metric family added after the first hashes says so in its description
+    **{("metrics", field): value for field, value in hash_omit_defaults().items()},
 }
 
 

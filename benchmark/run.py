@@ -58,53 +58,59 @@ log = logging.getLogger(__name__)
 
 
 def run_protocol(
-    protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions | None = None
+    protocol: Protocol, methods: list[str], seeds: list[int], run_options: RunOptions | None = None
 ) -> list[Record]:
     """Train and evaluate each method for each seed, plus the untrained baseline."""
-    options = options or RunOptions()
-    with torch_threads(options.threads):
-        return _run_protocol(protocol, methods, seeds, options)
+    run_options = run_options or RunOptions()
+    with torch_threads(run_options.threads):
+        return _run_protocol(protocol, methods, seeds, run_options)
 
 
 def _run_protocol(
-    protocol: Protocol, methods: list[str], seeds: list[int], options: RunOptions
+    protocol: Protocol, methods: list[str], seeds: list[int], run_options: RunOptions
 ) -> list[Record]:
-    _check_methods(protocol, methods, options)
-    unwritable = folder_problem(options.results_dir, "--results-dir")  # a file fails here
+    _check_methods(protocol, methods, run_options)
+    unwritable = folder_problem(run_options.results_dir, "--results-dir")  # a file fails here
     data = load_data(
-        protocol, options.data_root, check_test=lambda test: check_ks(protocol.metrics, test)
+        protocol, run_options.data_root, check_test=lambda test: check_ks(protocol.metrics, test)
     )
     check_ks(protocol.metrics, data.test)  # fail before hours of training, not after
-    overrides = dict(options.overrides)
-    if options.max_steps is not None:
-        overrides["max_steps"] = options.max_steps
+    overrides = dict(run_options.overrides)
+    if run_options.max_steps is not None:
+        overrides["max_steps"] = run_options.max_steps
     selections: dict[str, Selection | None] = {}
     for name in methods:  # tune first: every seed's final run uses the same selection
-        selections[name] = options.selections.get(name)
-        if selections[name] is None and protocol.search.trials > 0 and name not in options.hparams:
+        selections[name] = run_options.selections.get(name)
+        if (
+            selections[name] is None
+            and protocol.search.trials > 0
+            and name not in run_options.hparams
+        ):
             if unwritable:
                 raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
-            tuning = replace(options, overrides=overrides)  # a smoke run gets its own study
+            tuning = replace(run_options, overrides=overrides)  # a smoke run gets its own study
             selections[name] = _tune(protocol, name, data, tuning)
     tally = RunTally([UNTRAINED, *methods], seeds)
     records, skipped = [], []
     for seed in seeds:
         for name in [UNTRAINED, *methods]:
-            record = _final_run(protocol, name, seed, data, options, overrides, selections)
+            record = _final_run(protocol, name, seed, data, run_options, overrides, selections)
             tally.finished(record)
             if record is None:
                 skipped.append((seed, name))
             else:
                 records.append(record)
     for seed, name in skipped:  # the table at the end holds them too: wait for the other process
-        record = _final_run(protocol, name, seed, data, options, overrides, selections, wait=True)
+        record = _final_run(
+            protocol, name, seed, data, run_options, overrides, selections, wait=True
+        )
         tally.finished(record)
         if record is not None:
             records.append(record)
     return records
 
 
-def _check_methods(protocol: Protocol, methods: list[str], options: RunOptions) -> None:
+def _check_methods(protocol: Protocol, methods: list[str], run_options: RunOptions) -> None:
     """Unknown names, wrong label kinds, unfillable batches: one line before any work."""
     kind = DATASETS.get(protocol.data.dataset).label_kind
     for name in methods:
@@ -116,18 +122,18 @@ def _check_methods(protocol: Protocol, methods: list[str], options: RunOptions) 
                 f"{kind} labels (its methods: {', '.join(others) or 'none listed'})"
             )
         cls.check_batch(
-            protocol.batch.size, protocol.batch.samples_per_class, options.hparams.get(name)
+            protocol.batch.size, protocol.batch.samples_per_class, run_options.hparams.get(name)
         )
 
 
-def _tune(protocol: Protocol, name: str, data: DataSplits, options: RunOptions) -> Selection:
+def _tune(protocol: Protocol, name: str, data: DataSplits, run_options: RunOptions) -> Selection:
     """The method's equal-budget search, after one batch has shown the setup fits in memory."""
     from dmlbench.engine.preflight import check_one_batch
     from dmlbench.search import tune
 
-    check_one_batch(protocol, name, data.train, resolve_device(options.device))
+    check_one_batch(protocol, name, data.train, resolve_device(run_options.device))
     progress_line(f"searching {name}: {protocol.search.trials} trials")
-    return tune(protocol, name, data.train, data.fingerprint, options)
+    return tune(protocol, name, data.train, data.fingerprint, run_options)
 
 
 def _final_run(
@@ -135,7 +141,7 @@ def _final_run(
     name: str,
     seed: int,
     data: DataSplits,
-    options: RunOptions,
+    run_options: RunOptions,
     overrides: dict[str, Any],
     selections: dict[str, Selection | None],
     wait: bool = False,
@@ -146,11 +152,11 @@ def _final_run(
     process is done, and reuses its record — or computes it, if that process died first).
     """
     run_overrides = dict(overrides)
-    if name in options.hparams:  # hand-set values: never next to tuned ones
-        run_overrides["hparams"] = options.hparams[name]
+    if name in run_options.hparams:  # hand-set values: never next to tuned ones
+        run_overrides["hparams"] = run_options.hparams[name]
     selection = selections.get(name)
     path = record_path(
-        options.results_dir, protocol.name, protocol.hash, name, seed, "final", run_overrides
+        run_options.results_dir, protocol.name, protocol.hash, name, seed, "final", run_overrides
     )
     is_main = distributed.current().is_main
     if wait:
@@ -159,17 +165,17 @@ def _final_run(
         if not owned:
             log.warning("%s is being computed by another process; skipped", path.name)
             return None
-        record = _reusable(path, run_overrides, data.fingerprint, options.force, selection)
+        record = _reusable(path, run_overrides, data.fingerprint, run_options.force, selection)
         unwritable = (
-            record is None and is_main and folder_problem(options.results_dir, "--results-dir")
+            record is None and is_main and folder_problem(run_options.results_dir, "--results-dir")
         )
         if unwritable:
             raise DmlbenchError(f"{unwritable}; {path.name} must be computed")
         if record is None:
             ckpt = path.parent / "checkpoints" / path.with_suffix(".pt").name
-            keep_as = path if options.keep and is_main else None
+            keep_as = path if run_options.keep and is_main else None
             record = run_one(
-                protocol, name, seed, data, options, run_overrides, ckpt, selection, keep_as
+                protocol, name, seed, data, run_options, run_overrides, ckpt, selection, keep_as
             )
             if is_main:  # under torchrun every rank trains, rank 0 writes
                 save_record(record, path)
@@ -209,7 +215,7 @@ def run_one(
     method_name: str,
     seed: int,
     data: DataSplits,
-    options: RunOptions,
+    run_options: RunOptions,
     overrides: dict[str, Any],
     checkpoint: Path | None = None,
     selection: Selection | None = None,
@@ -222,7 +228,7 @@ def run_one(
     saved at), the trained weights and the very embeddings the metrics were computed from are
     kept next to it and named in the record's ``artifacts``.
     """
-    device = resolve_device(options.device)
+    device = resolve_device(run_options.device)
     start = time.perf_counter()
     hparams: HParams = {}
     curve: list[dict[str, float]] = []
@@ -231,7 +237,7 @@ def run_one(
     if method_name == UNTRAINED:
         model = init_model(protocol, None, image_channels(data.train), seed).to(device)
     else:
-        chosen = selection.hparams if selection else options.hparams.get(method_name)
+        chosen = selection.hparams if selection else run_options.hparams.get(method_name)
         method = method_for(protocol, method_name, chosen, data.train.num_classes)
         hparams = dict(method.hparams)
         result = train(
@@ -240,11 +246,11 @@ def run_one(
             data.train,
             seed,
             device=device,
-            max_steps=options.max_steps,
+            max_steps=run_options.max_steps,
             epochs=selection.epochs if selection else None,
-            progress=options.progress,
+            progress=run_options.progress,
             checkpoint=checkpoint,
-            accel=options.accel,
+            accel=run_options.accel,
         )
         model, curve = result.model, result.curve
         steps, train_s, ips = result.steps, result.train_seconds, result.images_per_second
@@ -260,7 +266,7 @@ def run_one(
     return new_record(
         protocol,
         device=str(device),
-        precision=options.accel.precision(device),
+        precision=run_options.accel.precision(device),
         data_fingerprint=data.fingerprint,
         method=method_name,
         hparams=hparams,
@@ -330,11 +336,11 @@ def run_sweep(
     values: list[tuple[str, Any]],
     methods: list[str],
     seeds: list[int],
-    options: Any,
+    run_options: RunOptions,
 ) -> list[Any]:
     """Run every derived protocol (:func:`run_protocol` resumes) and return the records."""
     records = []
     for derived in sweep_protocols(protocol, key, values):
         print(f"sweep: {derived.name} ({derived.short_hash})", file=sys.stderr)
-        records += run_protocol(derived, methods, seeds, options)
+        records += run_protocol(derived, methods, seeds, run_options)
     return records

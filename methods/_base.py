@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 import numpy as np
 from torch import nn
 
-from dmlbench.errors import DmlbenchError
-from dmlbench.registry import Registry
+from dmlbench.errors import DmlbenchError, Registry
 
 if TYPE_CHECKING:
     import optuna

@@ -50,7 +50,7 @@ SPC = Choice((2, 4, 8))  # samples per class, tuned for every entry
 
 
 @dataclass(frozen=True)
-class Entry:
+class CatalogueEntry:
     """One catalogue entry (see the module docstring for the meaning of each field)."""
 
     name: str
@@ -83,7 +83,7 @@ def suggest(trial: Any, space: Space) -> HParams:
 class CatalogueMethod(Method):
     """A catalogue entry as a method; :func:`register_entry` sets ``entry``."""
 
-    entry: Entry
+    entry: CatalogueEntry
 
     def loss_kwargs(self) -> dict[str, Any]:
         """Constructor arguments: the protocol's (classes, width) and the entry's own."""
@@ -108,7 +108,7 @@ class CatalogueMethod(Method):
         return suggest(trial, cls.entry.space)
 
 
-def register_entry(entry: Entry) -> type[Method]:
+def register_entry(entry: CatalogueEntry) -> type[Method]:
     """Register ``entry`` under its readable name (and remember its citation)."""
     for key in entry.space:
         if key not in entry.defaults and key != "samples_per_class":

@@ -42,7 +42,7 @@ from dmlbench.methods import (
     threshold_consistent_margin,
     tuplet_margin,
 )
-from dmlbench.methods._catalogue import SPC, Entry, Float, register_entry
+from dmlbench.methods._catalogue import SPC, CatalogueEntry, Float, register_entry
 
 PML_DEFAULT = "PML default ({what}); no learnable parameters"
 
@@ -69,7 +69,7 @@ class DetachedHistogramDSM(losses.DynamicSoftMarginLoss):
 
 
 ENTRIES = [
-    Entry(
+    CatalogueEntry(
         name="circle",
         pml="CircleLoss",
         paper="Sun et al., Circle Loss: A Unified Perspective of Pair Similarity Optimization, "
@@ -83,7 +83,7 @@ ENTRIES = [
             "samples_per_class": SPC,
         },
     ),
-    Entry(
+    CatalogueEntry(
         name="supcon",
         pml="SupConLoss",
         paper="Khosla et al., Supervised Contrastive Learning, NeurIPS 2020",
@@ -92,7 +92,7 @@ ENTRIES = [
         "learnable parameters",
         space={"temperature": Float(0.02, 0.5), "samples_per_class": SPC},
     ),
-    Entry(
+    CatalogueEntry(
         name="ntxent",
         pml="NTXentLoss",
         paper="Chen et al., A Simple Framework for Contrastive Learning of Visual "
@@ -102,7 +102,7 @@ ENTRIES = [
         space={"temperature": Float(0.02, 0.5), "samples_per_class": SPC},
         build=ntxent.build,
     ),
-    Entry(
+    CatalogueEntry(
         name="tuplet-margin",
         pml="TupletMarginLoss",
         paper="Yu & Tao, Deep Metric Learning with Tuplet Margin Loss, ICCV 2019",
@@ -111,7 +111,7 @@ ENTRIES = [
         space={"margin": Float(0.5, 20.0), "scale": Float(8.0, 128.0), "samples_per_class": SPC},
         build=tuplet_margin.build,
     ),
-    Entry(
+    CatalogueEntry(
         name="intra-pair-variance",
         pml="IntraPairVarianceLoss",
         paper="Yu & Tao, Deep Metric Learning with Tuplet Margin Loss (tuplet margin + "
@@ -136,7 +136,7 @@ ENTRIES = [
         extra=("tuplet_margin", "tuplet_scale", "ipv_weight"),
         build=intra_pair_variance.build,
     ),
-    Entry(
+    CatalogueEntry(
         name="generalized-lifted",
         pml="GeneralizedLiftedStructureLoss",
         paper="Hermans et al., In Defense of the Triplet Loss for Person Re-Identification "
@@ -145,7 +145,7 @@ ENTRIES = [
         defaults_source=PML_DEFAULT.format(what="negative margin 1, positive margin 0"),
         space={"neg_margin": Float(0.2, 2.0), "samples_per_class": SPC},
     ),
-    Entry(
+    CatalogueEntry(
         name="snr-contrastive",
         pml="SignalToNoiseRatioContrastiveLoss",
         paper="Yuan et al., Signal-To-Noise Ratio: A Robust Distance Metric for Deep Metric "
@@ -164,7 +164,7 @@ ENTRIES = [
             "the features is not included."
         ),
     ),
-    Entry(
+    CatalogueEntry(
         name="nca",
         pml="NCALoss",
         paper="Goldberger et al., Neighbourhood Components Analysis, NeurIPS 2004",
@@ -172,7 +172,7 @@ ENTRIES = [
         defaults_source=PML_DEFAULT.format(what="softmax scale 1"),
         space={"softmax_scale": Float(0.25, 32.0), "samples_per_class": SPC},
     ),
-    Entry(
+    CatalogueEntry(
         name="histogram",
         pml="HistogramLoss",
         paper="Ustinova & Lempitsky, Learning Deep Embeddings with Histogram Loss, NeurIPS 2016",
@@ -189,7 +189,7 @@ ENTRIES = [
             "with K ≥ 2); its bin nodes are computed in float32 (~5e-7 relative)."
         ),
     ),
-    Entry(
+    CatalogueEntry(
         name="threshold-consistent-margin",
         pml="ThresholdConsistentMarginLoss",
         paper="Zhang et al., Threshold-Consistent Margin Loss for Open-World Deep Metric "
@@ -209,7 +209,7 @@ ENTRIES = [
         },
         build=threshold_consistent_margin.build,
     ),
-    Entry(
+    CatalogueEntry(
         name="dynamic-soft-margin",
         pml="DynamicSoftMarginLoss",
         paper="Zhang & Rusinkiewicz, Learning Local Descriptors with a CDF-Based Dynamic Soft "

@@ -37,7 +37,7 @@ from torch import nn
 
 from dmlbench.methods import manifold
 from dmlbench.methods._base import HParams
-from dmlbench.methods._catalogue import SPC, Choice, Entry, Float, register_entry
+from dmlbench.methods._catalogue import SPC, CatalogueEntry, Choice, Float, register_entry
 
 LR_SPACE = Float(1.0, 1000.0)
 NO_MULT = (
@@ -90,7 +90,7 @@ def _manifold_kwargs(num_classes: int, embedding_size: int) -> dict[str, Any]:
 
 
 ENTRIES = [
-    Entry(
+    CatalogueEntry(
         name="proxy-anchor",
         pml="ProxyAnchorLoss",
         paper="Kim et al., Proxy Anchor Loss for Deep Metric Learning, CVPR 2020",
@@ -105,7 +105,7 @@ ENTRIES = [
         },
         samples_per_class=2,
     ),
-    Entry(
+    CatalogueEntry(
         name="soft-triple",
         pml="SoftTripleLoss",
         paper="Qian et al., SoftTriple Loss: Deep Metric Learning Without Triplet Sampling, "
@@ -133,7 +133,7 @@ ENTRIES = [
         extra=("tau",),
         build=_soft_triple,
     ),
-    Entry(
+    CatalogueEntry(
         name="manifold",
         pml="ManifoldLoss",
         paper="Aziere & Todorovic, Ensemble Deep Manifold Similarity Learning using Hard "
@@ -162,7 +162,7 @@ ENTRIES = [
             "random walk; the paper's hard-proxy estimation and ensemble are not implemented."
         ),
     ),
-    Entry(
+    CatalogueEntry(
         name="p2sgrad",
         pml="P2SGradLoss",
         paper="Zhang et al., P2SGrad: Refined Gradients for Optimizing Deep Face Models, CVPR 2019",
@@ -182,7 +182,7 @@ ENTRIES = [
             "parts agree."
         ),
     ),
-    Entry(
+    CatalogueEntry(
         name="arcface",
         pml="ArcFaceLoss",
         paper="Deng et al., ArcFace: Additive Angular Margin Loss for Deep Face Recognition, "
@@ -201,7 +201,7 @@ ENTRIES = [
         },
         samples_per_class=2,
     ),
-    Entry(
+    CatalogueEntry(
         name="cosface",
         pml="CosFaceLoss",
         paper="Wang et al., CosFace: Large Margin Cosine Loss for Deep Face Recognition, CVPR 2018",
@@ -218,7 +218,7 @@ ENTRIES = [
         },
         samples_per_class=2,
     ),
-    Entry(
+    CatalogueEntry(
         name="subcenter-arcface",
         pml="SubCenterArcFaceLoss",
         paper="Deng et al., Sub-center ArcFace: Boosting Face Recognition by Large-scale Noisy "
@@ -235,7 +235,7 @@ ENTRIES = [
         },
         samples_per_class=2,
     ),
-    Entry(
+    CatalogueEntry(
         name="sphereface",
         pml="SphereFaceLoss",
         paper="Liu et al., SphereFace: Deep Hypersphere Embedding for Face Recognition, CVPR 2017",
@@ -250,7 +250,7 @@ ENTRIES = [
         },
         samples_per_class=2,
     ),
-    Entry(
+    CatalogueEntry(
         name="large-margin-softmax",
         pml="LargeMarginSoftmaxLoss",
         paper="Liu et al., Large-Margin Softmax Loss for Convolutional Neural Networks, ICML 2016",

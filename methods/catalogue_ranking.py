@@ -21,7 +21,7 @@ from torch import nn
 
 from dmlbench.methods import pnp
 from dmlbench.methods._base import HParams
-from dmlbench.methods._catalogue import SPC, Choice, Entry, Float, register_entry
+from dmlbench.methods._catalogue import SPC, CatalogueEntry, Choice, Float, register_entry
 
 
 class SmoothAP(nn.Module):
@@ -62,7 +62,7 @@ def _smooth_ap(loss: nn.Module, h: HParams) -> nn.Module:
 
 
 ENTRIES = [
-    Entry(
+    CatalogueEntry(
         name="fast-ap",
         pml="FastAPLoss",
         paper="Cakir et al., Deep Metric Learning to Rank (FastAP), CVPR 2019",
@@ -76,7 +76,7 @@ ENTRIES = [
             "loop from the paper (tests/methods/test_catalogue.py::fast_ap)."
         ),
     ),
-    Entry(
+    CatalogueEntry(
         name="smooth-ap",
         pml="SmoothAPLoss",
         paper="Brown et al., Smooth-AP: Smoothing the Path Towards Large-Scale Image "
@@ -88,7 +88,7 @@ ENTRIES = [
         space={"temperature": Float(0.001, 0.1), "samples_per_class": SPC},
         build=_smooth_ap,
     ),
-    Entry(
+    CatalogueEntry(
         name="pnp",
         pml="PNPLoss",
         paper="Li et al., Rethinking the Optimization of Average Precision: Only Penalizing "

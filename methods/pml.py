@@ -36,7 +36,7 @@ import torch
 from pytorch_metric_learning import losses, miners
 from torch import nn
 
-from dmlbench.errors import DmlbenchError, RegistryError
+from dmlbench.errors import DmlbenchError, RegistryError, did_you_mean
 from dmlbench.methods._base import LR_MULT_KEY, METHODS, HParams, Method
 from dmlbench.methods._library import (
     CITATIONS,
@@ -45,7 +45,6 @@ from dmlbench.methods._library import (
     init_params,
     protocol_kwargs,
 )
-from dmlbench.registry import did_you_mean
 
 PREFIX = "pml:"
 MINER_PREFIX = "miner_"
@@ -231,7 +230,7 @@ METHODS.add_resolver(PREFIX, resolve)
 
 def list_pml(pattern: str = "pml:*") -> list[tuple[str, str | None]]:
     """``(name, None)`` for each library loss that resolves, ``(name, why)`` for the others."""
-    from dmlbench.registry import name_matches
+    from dmlbench.errors import name_matches
 
     out: list[tuple[str, str | None]] = []
     for loss_name in sorted(loss_classes()):

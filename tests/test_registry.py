@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dmlbench.errors import RegistryError
-from dmlbench.registry import Registry
+from dmlbench.errors import Registry, RegistryError
 
 
 def test_register_get_list() -> None:

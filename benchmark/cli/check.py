@@ -14,7 +14,7 @@ from typing import Any
 
 from dmlbench.leaderboard import boards
 from dmlbench.leaderboard.boards import DEFAULTS, TUNED, select_boards
-from dmlbench.leaderboard.check import Entry, Row, format_rows, record_path, run_check
+from dmlbench.leaderboard.check import CheckedEntry, Row, format_rows, record_path, run_check
 from dmlbench.leaderboard.tasks import default_jobs
 from dmlbench.leaderboard.tolerances import CAP, TOLERANCES, K
 
@@ -88,7 +88,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _print_entry(e: Entry) -> None:
+def _print_entry(e: CheckedEntry) -> None:
     verdict = f"FAIL {', '.join(e.failed)}" if e.failed else "ok"
     print(
         f"[{e.index:2}/{e.total}] {e.protocol} {e.method:22} {e.seconds:6.1f} s  {verdict}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dmlbench.errors import DmlbenchError, did_you_mean
+from dmlbench.errors import DmlbenchError, did_you_mean, name_matches
 
 
 def check_some_match(kind: str, pattern: str, matched: list[str], known: list[str]) -> None:
@@ -62,7 +62,6 @@ def cmd_list(args: argparse.Namespace) -> int:
             print("pml:<Loss>[+<Miner>]  any pytorch-metric-learning loss: list methods 'pml:*'")
     elif args.what == "protocols":
         from dmlbench.protocol import builtin_names, load_protocol
-        from dmlbench.registry import name_matches
 
         known = builtin_names()
         names = [n for n in known if name_matches(n, args.pattern)]

@@ -175,8 +175,8 @@ def check_run_args(args: argparse.Namespace, methods: list[str]) -> None:
     were checked before the command started: :func:`check_flags`)."""
     import yaml
 
+    from dmlbench.errors import did_you_mean
     from dmlbench.methods import METHODS
-    from dmlbench.registry import did_you_mean
 
     if getattr(args, "device", None) is not None:
         from dmlbench.engine.train import resolve_device

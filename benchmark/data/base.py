@@ -13,8 +13,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
-from dmlbench.errors import MissingFile
-from dmlbench.registry import Registry
+from dmlbench.errors import MissingFile, Registry
 
 if TYPE_CHECKING:
     from dmlbench.protocol import Protocol
@@ -197,12 +196,30 @@ def load_data(
     except MissingFile as err:
         if root is None:
             raise
-        from dmlbench.data.files import child_root_hint
-
         hint = child_root_hint(root, err)
         if not hint:
             raise
         raise MissingFile(f"{err}{hint}", *err.paths) from None
+
+
+def child_root_hint(root: Path, err: MissingFile) -> str:
+    """``"; did you mean --data-root ROOT/CHILD?"`` when a child folder of ``root`` holds what
+    ``err`` missed, else ``""``.
+
+    ``--data-root`` one level too high (the folder above ``CUB_200_2011``) is the common
+    mistake, and "index file not found" alone does not say that the file is right there. Every
+    real data set reports a missing file through :class:`MissingFile` and is loaded by
+    :func:`load_data`, which adds this hint: one place for all of them.
+    """
+    wanted = [p.relative_to(root) for p in err.paths if p.is_relative_to(root)]
+    try:
+        children = sorted(c for c in root.iterdir() if c.is_dir())
+    except OSError:
+        return ""
+    for child in children:
+        if any((child / rel).exists() for rel in wanted):
+            return f"; did you mean --data-root {child}?"
+    return ""
 
 
 def fingerprint_arrays(*arrays: np.ndarray, extra: str = "") -> str:

@@ -68,30 +68,10 @@ def require_root(name: str, root: Path | None) -> Path:
 
 def require_file(path: Path, what: str = "index file") -> Path:
     """``path``, or :class:`MissingFile` naming it (and, from the loader, the child folder of
-    the root that holds it: :func:`child_root_hint`)."""
+    the root that holds it: :func:`~dmlbench.data.base.child_root_hint`)."""
     if not path.is_file():
         raise MissingFile(f"{path}: {what} not found", path)
     return path
-
-
-def child_root_hint(root: Path, err: MissingFile) -> str:
-    """``"; did you mean --data-root ROOT/CHILD?"`` when a child folder of ``root`` holds what
-    ``err`` missed, else ``""``.
-
-    ``--data-root`` one level too high (the folder above ``CUB_200_2011``) is the common
-    mistake, and "index file not found" alone does not say that the file is right there. Every
-    real data set reports a missing file through :class:`MissingFile` and is loaded by
-    :func:`dmlbench.data.load_data`, which adds this hint: one place for all of them.
-    """
-    wanted = [p.relative_to(root) for p in err.paths if p.is_relative_to(root)]
-    try:
-        children = sorted(c for c in root.iterdir() if c.is_dir())
-    except OSError:
-        return ""
-    for child in children:
-        if any((child / rel).exists() for rel in wanted):
-            return f"; did you mean --data-root {child}?"
-    return ""
 
 
 def read_rows(path: Path, min_fields: int, skip: int = 0) -> list[list[str]]:

@@ -23,14 +23,19 @@ optional extras; a missing one is a :class:`MissingTrackerPackage` error naming 
 
 from __future__ import annotations
 
-import json
-import math
-import numbers
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from dmlbench.engine.tracking_base import (
+    MissingTrackerPackage,
+    RunLog,
+    Tracker,
+    finite_values,
+    plain_value,
+    run_labels,
+)
 from dmlbench.errors import DmlbenchError
 
 if TYPE_CHECKING:
@@ -38,41 +43,27 @@ if TYPE_CHECKING:
 
 BACKENDS = ("tensorboard", "mlflow", "wandb")
 SPECS = "tensorboard:DIR, mlflow:URI or wandb:PROJECT"
-
-
-class MissingTrackerPackage(DmlbenchError):
-    """The backend ``--track`` names is not installed (the message names its extra)."""
-
-    def __init__(self, backend: str, package: str, extra: str) -> None:
-        super().__init__(
-            f"--track {backend}: the {package} package is not installed "
-            f'(pip install -e ".[{extra}]")'
-        )
-
-
-class RunLog(Protocol):
-    """One run in the tracker's store (a search trial or a final run)."""
-
-    def scalars(self, values: Mapping[str, float], step: int) -> None:
-        """Log ``values`` (loss, validation scores) at ``step`` (the epoch)."""
-
-    def hparams(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
-        """Log the run's hyper-parameters with the metrics to compare them by."""
-
-    def close(self) -> None:
-        """Flush and release the run (its data must be on disk afterwards)."""
-
-
-class Tracker(Protocol):
-    """A tracking backend; ``spec`` re-creates it in another process (search workers)."""
-
-    spec: str | None
-
-    def open_run(self, name: str) -> RunLog:
-        """The run called ``name`` (appended to when it exists: a resumed run)."""
-
-    def close(self) -> None:
-        """Flush everything."""
+# The interfaces and helpers of tracking_base, importable from here as they always were.
+__all__ = [
+    "BACKENDS",
+    "SPECS",
+    "MissingTrackerPackage",
+    "NullRun",
+    "NullTracker",
+    "RunLog",
+    "Shifted",
+    "TensorBoardRun",
+    "TensorBoardTracker",
+    "Tracker",
+    "activated",
+    "current",
+    "finite_values",
+    "open_tracker",
+    "plain_value",
+    "record_run_name",
+    "run_labels",
+    "track_record",
+]
 
 
 class NullRun:
@@ -160,31 +151,6 @@ class TensorBoardTracker:
 
     def close(self) -> None:
         pass  # every run closes its own writer
-
-
-def plain_value(value: Any) -> bool | int | float | str:
-    """What the HParams plugin takes: scalars as they are, anything else as JSON text."""
-    if isinstance(value, (bool, int, float, str)):
-        return value
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def finite_values(values: Mapping[str, Any]) -> dict[str, float]:
-    """The numbers among ``values`` that a chart can show (a failed trial's NaN is left out)."""
-    return {
-        k: float(v)
-        for k, v in values.items()
-        if isinstance(v, numbers.Real) and math.isfinite(float(v))
-    }
-
-
-def run_labels(name: str) -> dict[str, str]:
-    """What a tracked run called ``name`` (``<protocol>/<hash12>/<record stem>``) is found by:
-    its protocol, the protocol's hash (12 digits, as the results folder names it) and its
-    record's path under the results folder."""
-    protocol, _, rest = name.partition("/")
-    digest = rest.partition("/")[0]
-    return {"protocol": protocol, "protocol_hash": digest, "record": f"{name}.json"}
 
 
 def open_tracker(spec: str | None) -> Tracker:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dmlbench.engine.tracking import (
+from dmlbench.engine.tracking_base import (
     MissingTrackerPackage,
     RunLog,
     finite_values,

@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from dmlbench.engine.tracking import MissingTrackerPackage, RunLog, finite_values, run_labels
+from dmlbench.engine.tracking_base import MissingTrackerPackage, RunLog, finite_values, run_labels
 from dmlbench.errors import DmlbenchError
 
 # Modes in which W&B sends nothing and so needs no credentials.

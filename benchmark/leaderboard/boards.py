@@ -43,7 +43,7 @@ DEFAULTS_SEEDS = TUNED_SEEDS[:5]
 
 
 @dataclass(frozen=True)
-class Board:
+class BoardSpec:
     """One board: ``protocol`` (a shipped protocol name or a YAML file) under ``kind``.
 
     ``base`` is the protocol's own name (``glyphs-mini``); ``name`` the board's, which is the
@@ -70,14 +70,14 @@ class Board:
         return protocol if self.kind == TUNED else protocol.without_search()
 
 
-def make_boards(*pairs: tuple[str, str]) -> dict[str, Board]:
+def make_boards(*pairs: tuple[str, str]) -> dict[str, BoardSpec]:
     """Both boards of each (base name, protocol) pair, by board name."""
-    out = [Board(base, spec, kind) for base, spec in pairs for kind in (DEFAULTS, TUNED)]
+    out = [BoardSpec(base, spec, kind) for base, spec in pairs for kind in (DEFAULTS, TUNED)]
     return {b.name: b for b in out}
 
 
 def select_boards(
-    available: dict[str, Board], protocols: list[str] | None, kind: str | None
+    available: dict[str, BoardSpec], protocols: list[str] | None, kind: str | None
 ) -> list[str]:
     """The board names of ``protocols`` (base names; None: all) of ``kind`` (None: both)."""
     known = sorted({b.base for b in available.values()})
@@ -95,7 +95,7 @@ def select_boards(
 
 # --------------------------------------------------------------------------- the boards
 
-LEADERBOARD: dict[str, Board] = make_boards(
+LEADERBOARD: dict[str, BoardSpec] = make_boards(
     ("glyphs-mini", "glyphs-mini"),
     ("emoji-mini", "emoji-mini"),
     ("icons-mini", "icons-mini"),
@@ -160,7 +160,7 @@ def check_entries(name: str, entries: list[str], everything: bool = False) -> li
 
 
 def leaderboard_protocol(name: str) -> Any:
-    """The protocol of board ``name`` (:meth:`Board.load`)."""
+    """The protocol of board ``name`` (:meth:`BoardSpec.load`)."""
     if name not in LEADERBOARD:
         raise DmlbenchError(f"'{name}' is not a leaderboard board ({', '.join(LEADERBOARD)})")
     return LEADERBOARD[name].load()

@@ -46,7 +46,7 @@ from dmlbench.leaderboard.tasks import Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
     TOLERANCES,
     K,
-    Spread,
+    SeedSpread,
     Tolerances,
     load_tolerances,
     verify_checksums,
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Entry:
+class CheckedEntry:
     """One re-run entry, finished: what the caller shows as progress (the CLI prints a line)."""
 
     index: int
@@ -144,7 +144,7 @@ def off_path(tolerances: Tolerances) -> str | None:
     at its portable value) a re-run at one thread reproduces the committed records on any
     CPU model, whichever vendor made the board. Elsewhere (another architecture, the opt-out,
     a user's own kernel level) training turns last-bit differences into seed-like noise, so
-    the check tolerates that noise (:meth:`Spread.seed_noise`), says so, and can catch a
+    the check tolerates that noise (:meth:`SeedSpread.seed_noise`), says so, and can catch a
     2-point change only where the seed spread is below 2/3 point; ``--strict`` keeps the
     capped tolerances.
     """
@@ -162,7 +162,7 @@ def off_path(tolerances: Tolerances) -> str | None:
 
 
 def compare(
-    name: str, method: str, reference: dict[str, float], now: Record, spreads: dict[str, Spread]
+    name: str, method: str, reference: dict[str, float], now: Record, spreads: dict[str, SeedSpread]
 ) -> list[Row]:
     """One row per metric of the reference values; a metric gone (``now`` NaN) or without a
     tolerance fails. A metric new since the leaderboard was made has nothing to compare with
@@ -238,7 +238,7 @@ def run_check(
     names: list[str] | None,
     methods: list[str] | None,
     progress: bool = True,
-    on_entry: Callable[[Entry], None] | None = None,
+    on_entry: Callable[[CheckedEntry], None] | None = None,
     jobs: int = 1,
     strict: bool = False,
     on_note: Callable[[str], None] | None = None,
@@ -312,7 +312,7 @@ def run_check(
             if not r.ok
         ]
         if on_entry is not None:
-            on_entry(Entry(len(results), len(tasks), n, m, seconds, now, bad))
+            on_entry(CheckedEntry(len(results), len(tasks), n, m, seconds, now, bad))
 
     with tempfile.TemporaryDirectory(prefix="dmlbench-check-") as tmp:
         run_tasks(tasks, Path(tmp), jobs, finished, progress)
@@ -330,7 +330,7 @@ def record_path(
     lb_dir: Path,
     name: str,
     jobs: int = 1,
-    on_entry: Callable[[Entry], None] | None = None,
+    on_entry: Callable[[CheckedEntry], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> Path:
     """``dmlbench check --record-path NAME``: re-run every entry of every board here and
@@ -378,7 +378,7 @@ def record_path(
             cpus = sorted({*other.cpus, *cpus})
     values: dict[str, dict[str, dict[str, float]]] = {}
 
-    def keep(entry: Entry) -> None:
+    def keep(entry: CheckedEntry) -> None:
         values.setdefault(entry.protocol, {})[entry.method] = entry.record.metrics
         if on_entry is not None:
             on_entry(entry)

@@ -66,7 +66,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
     from dmlbench.run import run_protocol
 
     start = time.perf_counter()
-    options = RunOptions(
+    run_options = RunOptions(
         results_dir=work,
         progress=progress,
         hparams={task.method: task.hparams} if task.hparams else {},
@@ -76,7 +76,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
     )
     trained = [] if task.method == UNTRAINED else [task.method]
     with leaderboard_threads():
-        records = run_protocol(task.protocol, trained, list(task.seeds), options)
+        records = run_protocol(task.protocol, trained, list(task.seeds), run_options)
     return time.perf_counter() - start, [r for r in records if r.method == task.method]
 
 

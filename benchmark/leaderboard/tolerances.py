@@ -30,6 +30,7 @@ import yaml
 from pydantic import ValidationError
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics.catalogue import FAMILIES
 from dmlbench.protocol import StrictModel
 from dmlbench.records import UNTRAINED
 
@@ -40,7 +41,8 @@ FLOOR = 0.005
 
 
 CAP = 0.015
-UNCAPPED_PREFIXES = ("mld@",)  # unbounded label distances: the spread term alone
+# unbounded label distances (not fractions): the spread term alone
+UNCAPPED_PREFIXES = tuple(f.key for f in FAMILIES if not f.percent)
 
 
 TOLERANCES = "tolerances.yaml"
@@ -53,7 +55,7 @@ RULE = (
 )
 
 
-class Spread(StrictModel):
+class SeedSpread(StrictModel):
     """One metric of one entry: its value per seed, their std, the protocol's typical std
     of that metric and the tolerance (``RULE``)."""
 
@@ -64,14 +66,14 @@ class Spread(StrictModel):
 
     def with_typical(
         self, typical: float, cap: float | None, k: float = K, floor: float = FLOOR
-    ) -> Spread:
+    ) -> SeedSpread:
         wide = max(self.std, typical)
         tolerance = k * wide if wide > 0 else floor
         if cap is not None and wide > 0:
             tolerance = min(tolerance, cap)
         return self.model_copy(update={"typical_std": typical, "tolerance": tolerance})
 
-    def seed_noise(self, k: float = K, floor: float = FLOOR) -> Spread:
+    def seed_noise(self, k: float = K, floor: float = FLOOR) -> SeedSpread:
         """The tolerance without the cap, ``k · max(std, typical std)``: what ``dmlbench check``
         uses off the portable numeric path (another architecture), where a re-run is not
         bit-identical and drifts by seed-like noise
@@ -88,7 +90,7 @@ class ProtocolTolerances(StrictModel):
     seeds: list[int]
     hash: str
     data_fingerprint: str
-    methods: dict[str, dict[str, Spread]]
+    methods: dict[str, dict[str, SeedSpread]]
 
 
 class Tolerances(StrictModel):
@@ -108,15 +110,15 @@ class Tolerances(StrictModel):
     checksums: dict[str, str]
 
 
-def spread(values: list[float], k: float = K, floor: float = FLOOR) -> Spread:
+def spread(values: list[float], k: float = K, floor: float = FLOOR) -> SeedSpread:
     """Sample std (ddof=1) of ``values`` and ``k·std``; ``floor`` only when std is exactly 0."""
     n = len(values)
     mean = sum(values) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-    return Spread(values=values, std=std, tolerance=k * std if std > 0 else floor)
+    return SeedSpread(values=values, std=std, tolerance=k * std if std > 0 else floor)
 
 
-def typical_std(spreads: dict[str, dict[str, Spread]]) -> dict[str, float]:
+def typical_std(spreads: dict[str, dict[str, SeedSpread]]) -> dict[str, float]:
     """Per metric, the median over the trained entries of their seed-to-seed std.
 
     Three seeds give a noisy std: by chance it can come out several times smaller than the

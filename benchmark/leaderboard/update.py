@@ -41,7 +41,7 @@ from dmlbench.leaderboard.tolerances import (
     TOLERANCES,
     K,
     ProtocolTolerances,
-    Spread,
+    SeedSpread,
     Tolerances,
     cap_for,
     load_tolerances,
@@ -242,7 +242,7 @@ def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) 
     return untrained + tuned_tasks + [t for t in tasks if t.method != UNTRAINED]
 
 
-def _spreads(by_seed: dict[int, Record], seeds: tuple[int, ...]) -> dict[str, Spread]:
+def _spreads(by_seed: dict[int, Record], seeds: tuple[int, ...]) -> dict[str, SeedSpread]:
     """Per metric the entry has on every seed, its values over ``seeds``."""
     common = set.intersection(*(set(by_seed[s].metrics) for s in seeds))
     return {

@@ -27,6 +27,7 @@ import numpy as np
 from dmlbench.data.base import Split
 from dmlbench.data.dense import exact_knn, label_distance_for
 from dmlbench.errors import DataError
+from dmlbench.metrics.catalogue import MLD, NDCG
 from dmlbench.metrics.retrieval import knn, l2_normalize
 from dmlbench.protocol import MetricsSpec
 
@@ -57,9 +58,9 @@ def continuous_metrics(
     out: dict[str, float] = {}
     for K in ndcg_at:
         c = min(K, k) - 1
-        out[f"ndcg@{K}"] = float((dcg[:, c] / z[:, c]).mean())
+        out[NDCG.at(K)] = float((dcg[:, c] / z[:, c]).mean())
     for K in label_distance_at:
-        out[f"mld@{K}"] = float(mld[:, min(K, k) - 1].mean() * mld_scale)
+        out[MLD.at(K)] = float(mld[:, min(K, k) - 1].mean() * mld_scale)
     return out
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from dmlbench.data.base import Split
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics.catalogue import MAP_AT_R, NMI, R_PRECISION, RECALL
 from dmlbench.metrics.clustering import nmi
 from dmlbench.protocol import MetricsSpec
 
@@ -205,15 +206,15 @@ def retrieval_metrics(
     match = neighbour_labels == query_labels[:, None]
     out: dict[str, float] = {}
     for k in recall_at:
-        out[f"recall@{k}"] = float(match[:, :k].any(axis=1).mean())
+        out[RECALL.at(k)] = float(match[:, :k].any(axis=1).mean())
     if map_at_r or r_precision:
         width = min(int(r.max()), match.shape[1])
         rel = match[:, :width] & (np.arange(width)[None, :] < r[:, None])
         if r_precision:
-            out["r_precision"] = float((rel.sum(axis=1) / r).mean())
+            out[R_PRECISION.name] = float((rel.sum(axis=1) / r).mean())
         if map_at_r:
             precision = np.cumsum(rel, axis=1) / np.arange(1, width + 1)[None, :]
-            out["map@r"] = float(((precision * rel).sum(axis=1) / r).mean())
+            out[MAP_AT_R.name] = float(((precision * rel).sum(axis=1) / r).mean())
     return out
 
 
@@ -260,8 +261,8 @@ def ranked_retrieval(
             )
             first[todo] = np.where(match2.any(axis=1), match2.argmax(axis=1), usable)
         for k in large:
-            out[f"recall@{k}"] = float((first < k).mean())
-    order = [*(f"recall@{k}" for k in spec.recall_at), "r_precision", "map@r"]
+            out[RECALL.at(k)] = float((first < k).mean())
+    order = [*(RECALL.at(k) for k in spec.recall_at), R_PRECISION.name, MAP_AT_R.name]
     return {key: out[key] for key in order if key in out}
 
 
@@ -353,7 +354,7 @@ def evaluate(
             )
         )
     if spec.nmi:
-        out["nmi"] = nmi(x, labels, seed=seed)
+        out[NMI.name] = nmi(x, labels, seed=seed)
     return out
 
 

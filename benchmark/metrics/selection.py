@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics.catalogue import FAMILIES, family
 from dmlbench.protocol import MetricsSpec
 
-_AT_K = re.compile(r"(recall|ndcg|mld)@([1-9][0-9]*)")
+_K = re.compile(r"[1-9][0-9]*")
 
 
 def validation_spec(spec: MetricsSpec, metric: str) -> MetricsSpec:
@@ -38,19 +39,14 @@ def validation_spec(spec: MetricsSpec, metric: str) -> MetricsSpec:
     Raises:
         DmlbenchError: ``metric`` is no metric the engines compute.
     """
-    at_k = _AT_K.fullmatch(metric)
-    if at_k is None and metric not in ("map@r", "r_precision", "nmi"):
+    chosen = family(metric)
+    if chosen is None or (chosen.per_k and not _K.fullmatch(metric[len(chosen.key) :])):
+        names = [f"{f.key}K" if f.per_k else f.key for f in FAMILIES]
         raise DmlbenchError(
-            f"selection metric {metric!r}: expected recall@K, map@r, r_precision, nmi, ndcg@K "
-            "or mld@K"
+            f"selection metric {metric!r}: expected {', '.join(names[:-1])} or {names[-1]}"
         )
-    kind, k = (at_k.group(1), int(at_k.group(2))) if at_k else (metric, 0)
-    return MetricsSpec(
-        recall_at=[k] if kind == "recall" else [],
-        nmi=metric == "nmi",
-        map_at_r=metric == "map@r",
-        r_precision=metric == "r_precision",
-        normalize=spec.normalize,
-        ndcg_at=[k] if kind == "ndcg" else [],
-        label_distance_at=[k] if kind == "mld" else [],
-    )
+    k = int(metric[len(chosen.key) :]) if chosen.per_k else 0
+    fields: dict[str, bool | list[int]] = {
+        f.spec_field: ([k] if f is chosen else []) if f.per_k else f is chosen for f in FAMILIES
+    }
+    return MetricsSpec(normalize=spec.normalize, **fields)

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from dmlbench.errors import DmlbenchError, did_you_mean
+from dmlbench.errors import DmlbenchError, Registry, did_you_mean
 from dmlbench.models.normalization import IMAGENET, InputConvention, InputNormalization
-from dmlbench.registry import Registry
 
 if TYPE_CHECKING:  # torchvision costs about 2 s to import: only when such a backbone is built
     from torchvision.models import WeightsEnum

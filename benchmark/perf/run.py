@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     recall: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            options = RunOptions(
+            run_options = RunOptions(
                 results_dir=Path(tmp),
                 progress=False,
                 keep=False,
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             [record] = [
                 r
-                for r in run_protocol(protocol, [args.method], [seed], options)
+                for r in run_protocol(protocol, [args.method], [seed], run_options)
                 if r.method == args.method
             ]
             times["wall"].append(record.timings.wall_seconds)

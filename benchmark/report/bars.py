@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dmlbench.metrics import catalogue
 from dmlbench.report.figures import save_png_svg
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
@@ -25,7 +26,7 @@ GREYS = ("0.55", "0.85", "0.70", "1.0", "0.40", "0.92", "0.62", "0.78")
 
 
 def unit(metric: str) -> str:
-    return "label distance" if metric.startswith("mld@") else "%"
+    return catalogue.unit(metric)
 
 
 def bar_data(table: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -36,7 +37,7 @@ def bar_data(table: pd.DataFrame, metric: str) -> pd.DataFrame:
     method with one seed has ``std`` 0 here only so that no error bar is drawn (the label and
     the axis say "one seed", never a spread of 0).
     """
-    scale = 1.0 if metric.startswith("mld@") else 100.0
+    scale = catalogue.scale(metric)
     out = pd.DataFrame(
         {
             "mean": table[metric] * scale,

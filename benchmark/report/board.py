@@ -21,11 +21,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dmlbench.metrics import catalogue
+from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.external import by_hash, external_markdown, split_external
 from dmlbench.report.query_tests import class_sums
-from dmlbench.report.ranking import LOWER_IS_BETTER, primary_metric
+from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
     UNTRAINED,
@@ -56,7 +58,7 @@ OVERRIDE_MD = "*Runs with overrides (e.g. --max-steps): smoke tests, not leaderb
 
 
 @dataclass(frozen=True)
-class Board:
+class BoardAnalysis:
     """The claims one table may make (see the module docstring)."""
 
     metric: str | None
@@ -120,8 +122,8 @@ class Board:
     def _verdict_legend(self) -> str:
         m = self.metric
         assert m is not None
-        unit = "" if m.startswith("mld@") else " points"
-        delta = f"{self.margin:g}" if m.startswith("mld@") else f"{100 * self.margin:g}"
+        unit = " points" if catalogue.is_percent(m) else ""
+        delta = f"{catalogue.scale(m) * self.margin:g}"
         seeds = _seed_words(self.shared_seeds)
         if self.resampled == CROSSED:
             how = (
@@ -170,7 +172,7 @@ def _seed_words(seeds: Sequence[int]) -> str:
 
 
 def higher_is_better(metric: str) -> bool:
-    return not metric.startswith(LOWER_IS_BETTER)
+    return catalogue.higher_is_better(metric)
 
 
 def board_metric(df: pd.DataFrame) -> str | None:
@@ -189,8 +191,8 @@ def shared_seeds(scores: pd.DataFrame) -> tuple[int, ...]:
 
 def analyse_board(
     df: pd.DataFrame, records: Iterable[Record] = (), margin: float | None = None
-) -> Board:
-    """The :class:`Board` of a :func:`~dmlbench.report.tables.records_frame` of one board;
+) -> BoardAnalysis:
+    """The :class:`BoardAnalysis` of a :func:`~dmlbench.report.tables.records_frame` of one board;
     ``records``, the same board's records, add the test-class component where every one
     carries its per-query hits (else the verdicts resample seeds only, and say so).
     ``margin``: δ, else the protocol's ``report.equivalence_margin`` (rebuilt from the records'
@@ -200,13 +202,13 @@ def analyse_board(
     ids = tuple(sorted({int(s) for s in df["seed"]}))
     metric = board_metric(df)
     if metric is None:
-        return Board(None, True, seeds, ids, pd.DataFrame(columns=["method", "seed"]))
+        return BoardAnalysis(None, True, seeds, ids, pd.DataFrame(columns=["method", "seed"]))
     if margin is None:
         margin = equivalence_margin(records[0].protocol) if records else DEFAULT_EQUIVALENCE_MARGIN
     higher = higher_is_better(metric)
     trained = df[(df["method"] != UNTRAINED) & df[metric].notna()]
     scores = trained[["method", "seed", metric]].drop_duplicates(["method", "seed"])
-    base = Board(metric, higher, seeds, ids, scores, margin=margin)
+    base = BoardAnalysis(metric, higher, seeds, ids, scores, margin=margin)
     methods = tuple(sorted(scores["method"].unique()))
     shared = shared_seeds(scores)
     if len(methods) < 2 or len(shared) < 2:
@@ -216,7 +218,9 @@ def analyse_board(
     reps, resampled = drawn
     verdicts = compare_with_best(reps, margin, ALPHA, higher)
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
-    return Board(metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability)
+    return BoardAnalysis(
+        metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability
+    )
 
 
 def board_replicates(
@@ -231,7 +235,7 @@ def board_replicates(
     """The bootstrap means the verdicts resample, and what was resampled: seeds and test
     classes crossed where every record carries its per-query Recall@1 hits, else seeds only
     (None with fewer than 2 seeds). ``seed`` picks the random stream."""
-    sums = class_sums(records, methods, seeds) if metric == "recall@1" and seeds else None
+    sums = class_sums(records, methods, seeds) if metric == HITS_METRIC and seeds else None
     if sums is not None:
         return crossed_replicates(methods, *sums, n_boot=n_boot, seed=seed), CROSSED
     if len(seeds) < 2:
@@ -241,7 +245,7 @@ def board_replicates(
     return seed_replicates(methods, values, n_boot=n_boot, seed=seed), SEEDS_ONLY
 
 
-def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:
+def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:
     """Display strings of the verdict columns for the rows ``index`` (— where not judged):
     the difference to the best of the others with its interval, in % (label distances as they
     are), the verdict, P(rank 1) and P(top 3)."""
@@ -249,7 +253,7 @@ def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:
     v = board.verdicts
     if v is None or board.metric is None:
         return out
-    digits, scale = (3, 1.0) if board.metric.startswith("mld@") else (1, 100.0)
+    digits, scale = catalogue.digits(board.metric), catalogue.scale(board.metric)
     for method, row in v.iterrows():
         if method not in out.index:
             continue
@@ -263,7 +267,7 @@ def verdict_cells(board: Board, index: Sequence[str]) -> pd.DataFrame:
     return out
 
 
-def display_table(table: pd.DataFrame, board: Board) -> pd.DataFrame:
+def display_table(table: pd.DataFrame, board: BoardAnalysis) -> pd.DataFrame:
     """The summary table's display strings (bold where not worse than the best) with the
     verdict columns after the metrics, where the board was judged."""
     shown = format_table(table, bold=board.bold)
@@ -272,7 +276,7 @@ def display_table(table: pd.DataFrame, board: Board) -> pd.DataFrame:
     return shown.join(verdict_cells(board, list(shown.index)))
 
 
-def verdict_numbers(board: Board) -> pd.DataFrame:
+def verdict_numbers(board: BoardAnalysis) -> pd.DataFrame:
     """The verdicts for the summary CSV: ``<metric>_vs_best``, ``_vs_best_lo``, ``_vs_best_hi``
     (records' units), ``verdict``, ``p_rank1``, ``p_top3`` and ``equivalence_margin``."""
     if board.verdicts is None or board.metric is None:
@@ -289,7 +293,7 @@ def verdict_numbers(board: Board) -> pd.DataFrame:
 def summary_markdown(
     title: str,
     table: pd.DataFrame,
-    board: Board,
+    board: BoardAnalysis,
     overridden: bool,
     notes: Sequence[str] = (),
 ) -> str:
@@ -302,6 +306,22 @@ def summary_markdown(
         f"{board.caption}.\n\n{render_markdown(display_table(table, board))}\n"
         f"{lines}{smoke}\n"
     )
+
+
+@dataclass(frozen=True)
+class WrittenBoard:
+    """One board's Markdown and CSV as written, with what they were made from.
+
+    ``dmlbench report`` builds the rest of the board's files (LaTeX, plots, page) from the same
+    ``table`` and ``analysis``: the analysis is a bootstrap, so it is computed once per render.
+    """
+
+    title: str
+    path: Path  # the Markdown file
+    markdown: str
+    frame: pd.DataFrame  # records_frame of the board's final records
+    table: pd.DataFrame  # summary_table(frame)
+    analysis: BoardAnalysis
 
 
 def write_reports(
@@ -319,8 +339,18 @@ def write_reports(
     lines printed under its table (not under its table of runs with overrides, which are
     smoke tests, not the board the notes describe).
 
-    Returns (title, markdown path, markdown text) per table.
+    Returns (title, markdown path, markdown text) per table (:func:`write_boards` returns
+    what each was made from as well).
     """
+    return [(w.title, w.path, w.markdown) for w in write_boards(records, out_dir, notes)]
+
+
+def write_boards(
+    records: list[Record],
+    out_dir: Path,
+    notes: Mapping[str, Sequence[str]] | None = None,
+) -> list[WrittenBoard]:
+    """:func:`write_reports`, returning each board's :class:`WrittenBoard`."""
     notes = notes or {}
     records, external = split_external(records)  # shown apart, never ranked
     check_one_condition(records)  # `dmlbench run` and `sweep` print these tables
@@ -328,7 +358,7 @@ def write_reports(
     if df.empty:
         return []
     external_of = by_hash(external)
-    written = []
+    written: list[WrittenBoard] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for (h, overridden), part in df.groupby(["protocol_hash", "overridden"], sort=True):
         name = str(part["protocol"].iloc[0])
@@ -342,8 +372,9 @@ def write_reports(
         atomic_write_text(out_dir / f"{stem}.csv", to_csv(summary))
         title = board_title(group[0].protocol, group, board.margin_words)
         lines = () if overridden else notes.get(name, ())
-        md = summary_markdown(title, summary_table(part), board, bool(overridden), lines)
+        table = summary_table(part)
+        md = summary_markdown(title, table, board, bool(overridden), lines)
         md += "" if overridden else external_markdown(external_of.get(str(h), []))
         atomic_write_text(out_dir / f"{stem}.md", md)
-        written.append((title, out_dir / f"{stem}.md", md))
+        written.append(WrittenBoard(title, out_dir / f"{stem}.md", md, part, table, board))
     return written

@@ -55,10 +55,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from dmlbench.metrics import catalogue
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
-from dmlbench.report.board import analyse_board, display_table, write_reports
+from dmlbench.report.board import display_table, write_boards
 from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
@@ -68,7 +69,6 @@ from dmlbench.report.html import Across, Page, render_index, render_page
 from dmlbench.report.latex import render_latex
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
-    NOT_PERCENT,
     PublishedEntry,
     load_published,
     reported_vs_reproduced,
@@ -79,9 +79,7 @@ from dmlbench.report.tables import (
     MixedProtocolsError,
     check_one_condition,
     numeric_summary,
-    records_frame,
     render_markdown,
-    summary_table,
     to_csv,
 )
 from dmlbench.report.titles import sweep_budgets
@@ -224,12 +222,11 @@ def _one_group(
     ``across``: :func:`displayed`, of which the page shows its own label kind's."""
     finals = [r for r in records if r.stage == "final"]
     ref = finals[0].protocol
-    [(title, md_path, _)] = write_reports([*finals, *external], out_dir, {ref.name: board_notes})
+    [done] = write_boards([*finals, *external], out_dir, {ref.name: board_notes})
+    md_path, df, table, board = done.path, done.frame, done.table, done.analysis
     stem = md_path.stem
-    title += " — runs with overrides" if overridden else ""
+    title = done.title + (" — runs with overrides" if overridden else "")
     written = [md_path, out_dir / f"{stem}.csv"]
-    df = records_frame(finals)
-    table, board = summary_table(df), analyse_board(df, finals)
 
     tex = out_dir / f"{stem}.tex"
     label = "tab:" + re.sub(r"[^A-Za-z0-9:-]", "-", stem)
@@ -319,7 +316,7 @@ def comparison_numbers(comp: pd.DataFrame, numeric: pd.DataFrame) -> pd.DataFram
     """The reported-vs-reproduced CSV: numbers in %, as the published values are printed, with
     our 95% t-interval over seeds (empty for one seed)."""
     out = comp.rename(columns={"ours": "ours_mean"}).set_index("method")
-    scale = [1.0 if m.startswith(NOT_PERCENT) else 100.0 for m in out["metric"]]
+    scale = [catalogue.scale(m) for m in out["metric"]]
     for side in ("lo", "hi"):
         values = [
             numeric.at[m, f"{k}_{side}"] for m, k in zip(out.index, out["metric"], strict=True)

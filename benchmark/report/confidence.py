@@ -26,6 +26,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from dmlbench.metrics.catalogue import HITS_METRIC, ci_keys
 from dmlbench.metrics.stats import t_interval
 from dmlbench.records import UNTRAINED, Record
 from dmlbench.report.query_tests import hit_rates
@@ -59,7 +60,7 @@ def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
     if metric is None:
         return pd.DataFrame(columns=["metric", "n_seeds", "selected", "hyper-parameters"])
     rows = {}
-    rates = hit_rates(finals) if metric == "recall@1" else None
+    rates = hit_rates(finals) if metric == HITS_METRIC else None
     labels = row_labels(finals)
     for method in sorted(set(labels), key=lambda m: (m == UNTRAINED, m)):
         runs = [r for r, lb in zip(finals, labels, strict=True) if lb == method]
@@ -107,9 +108,10 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
 
 def _run_intervals(runs: list[Record], metric: str) -> tuple[float, float]:
     """Older records: the mean over runs of each run's bootstrap over single queries."""
-    lo = [r.metrics.get("ci_recall@1_lo", math.nan) for r in runs]
-    hi = [r.metrics.get("ci_recall@1_hi", math.nan) for r in runs]
-    if metric != "recall@1" or np.all(np.isnan(lo)):
+    lo_key, hi_key = ci_keys(HITS_METRIC)
+    lo = [r.metrics.get(lo_key, math.nan) for r in runs]
+    hi = [r.metrics.get(hi_key, math.nan) for r in runs]
+    if metric != HITS_METRIC or np.all(np.isnan(lo)):
         return math.nan, math.nan
     return float(np.nanmean(lo)), float(np.nanmean(hi))
 

@@ -26,7 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from dmlbench.records import Record, atomic_write_text
-from dmlbench.report.board import Board, analyse_board, board_replicates, shared_seeds
+from dmlbench.report.board import BoardAnalysis, analyse_board, board_replicates, shared_seeds
 from dmlbench.report.plots import is_sweep_point
 from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
 from dmlbench.report.results import board_of
@@ -103,7 +103,7 @@ def data_set(records: Sequence[Record]) -> DataSet | None:
     )  # fmt: skip
 
 
-def _replicates(records: Sequence[Record], board: Board, stream: int) -> Replicates | None:
+def _replicates(records: Sequence[Record], board: BoardAnalysis, stream: int) -> Replicates | None:
     """The board's bootstrap means as its verdicts resample them (seeds and test classes
     crossed, else seeds only), drawn from ``stream``: a data set's own random stream."""
     assert board.metric is not None

@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dmlbench.metrics import catalogue
+from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
 from dmlbench.report.query_tests import class_sums
@@ -70,7 +72,7 @@ TEXT = (
 )
 log = logging.getLogger(__name__)
 
-Board = tuple[str, int, str, str]  # protocol name, version, hash, data fingerprint
+BoardKey = tuple[str, int, str, str]  # protocol name, version, hash, data fingerprint
 
 
 def board_pairs(records: Iterable[Record]) -> list[tuple[list[Record], list[Record]]]:
@@ -79,7 +81,7 @@ def board_pairs(records: Iterable[Record]) -> list[tuple[list[Record], list[Reco
     Boards are the final records without overrides of one protocol hash. A pair whose data
     fingerprints differ is skipped with a warning: its gaps could come from the data.
     """
-    boards: dict[Board, list[Record]] = defaultdict(list)
+    boards: dict[BoardKey, list[Record]] = defaultdict(list)
     for r in records:
         if r.stage == "final" and not r.overrides:
             key = (r.protocol.name, r.protocol.version, r.protocol.hash, r.data_fingerprint)
@@ -116,7 +118,7 @@ def _difference_replicates(
 ) -> tuple[Replicates, str]:
     """Replicates of each method's mean over ``seeds`` of tuned − defaults: seeds and test
     classes crossed where both boards carry per-query hits on the same queries, else seeds."""
-    if metric == "recall@1":
+    if metric == HITS_METRIC:
         t, d = class_sums(tuned, methods, seeds), class_sums(defaults, methods, seeds)
         if t is not None and d is not None and np.array_equal(t[1], d[1]):
             return crossed_replicates(tuple(methods), t[0] - d[0], t[1]), "seeds and test classes"
@@ -203,7 +205,7 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
     """Display strings: means and differences in % (label distances as they are)."""
     out = pd.DataFrame(index=frame.index)
     metric = str(frame["metric"].iloc[0]) if len(frame) else ""
-    digits, scale = (3, 1.0) if metric.startswith("mld@") else (1, 100.0)
+    digits, scale = catalogue.digits(metric), catalogue.scale(metric)
     out["seeds"] = [str(int(v)) for v in frame["n_shared_seeds"]]
     out["defaults"] = [f"{v * scale:.{digits}f}" for v in frame["defaults_mean"]]
     out["tuned"] = [f"{v * scale:.{digits}f}" for v in frame["tuned_mean"]]
@@ -229,7 +231,7 @@ def pair_text(frame: pd.DataFrame, tuned: ProtocolRef, defaults: ProtocolRef) ->
     metric = str(frame["metric"].iloc[0])
     seeds = frame.attrs.get("seeds", [])
     delta = float(frame["equivalence_margin"].iloc[0])
-    shown = f"{delta:g}" if metric.startswith("mld@") else f"{100 * delta:g} points"
+    shown = f"{100 * delta:g} points" if catalogue.is_percent(metric) else f"{delta:g}"
     how = str(frame["resampled"].iloc[0])
     how = (
         "bootstrap resampling the shared seeds and the test classes, crossed"

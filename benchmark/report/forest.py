@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dmlbench.metrics import catalogue
 from dmlbench.report.figures import save_png_svg
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
@@ -34,14 +35,14 @@ TITLE_WIDTH = 80
 def forest_data(verdicts: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per method, best first: ``difference``, ``lower``, ``upper`` in display units (% points,
     label distances as they are) and ``verdict``."""
-    scale = 1.0 if metric.startswith("mld@") else 100.0
+    scale = catalogue.scale(metric)
     out = verdicts[["difference", "lower", "upper"]] * scale
     return out.assign(verdict=verdicts["verdict"])
 
 
 def draw_forest(data: pd.DataFrame, metric: str, margin: float, title: str) -> Figure:
     """Horizontal intervals, first row of ``data`` at the top, the ± δ band and the 0 line."""
-    scale = 1.0 if metric.startswith("mld@") else 100.0
+    scale = catalogue.scale(metric)
     delta = margin * scale
     n = len(data)
     fig = Figure(figsize=(7.0, 1.6 + 0.32 * max(n, 1)), layout="constrained")
@@ -61,7 +62,7 @@ def draw_forest(data: pd.DataFrame, metric: str, margin: float, title: str) -> F
     ax.set_yticks(ys, [str(m) for m in data.index])
     ax.set_ylim(-0.7, n - 0.3)
     name = pretty_metric(metric).replace("R@", "Recall@")
-    unit = "label distance" if metric.startswith("mld@") else "points"
+    unit = "points" if catalogue.is_percent(metric) else catalogue.unit(metric)
     ax.set_xlabel(
         f"{name}: difference to the best of the other methods ({unit})\n"
         f"95% simultaneous interval; grey band: ± δ = {delta:g} (equivalence margin)"

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping
 
 import pandas as pd
 
+from dmlbench.metrics import catalogue
 from dmlbench.report.tables import format_table
 
 _SPECIAL = {
@@ -35,7 +36,6 @@ _SPECIAL = {
     "<": r"$<$",
 }
 _BOLD = re.compile(r"^\*\*(.*)\*\*$")
-PRETTY = {"nmi": "NMI", "map@r": "MAP@R", "r_precision": "R-Prec.", "seeds": "seeds"}
 
 
 def escape(text: str) -> str:
@@ -45,10 +45,7 @@ def escape(text: str) -> str:
 
 def pretty_metric(name: str) -> str:
     """``recall@4`` -> ``R@4``, ``ndcg@10`` -> ``nDCG@10``, ``mld@1`` -> ``MLD@1``."""
-    for prefix, short in (("recall@", "R@"), ("ndcg@", "nDCG@"), ("mld@", "MLD@")):
-        if name.startswith(prefix):
-            return short + name[len(prefix) :]
-    return PRETTY.get(name, name)
+    return catalogue.short_label(name)
 
 
 def latex_cell(text: str) -> str:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import yaml
 
+from dmlbench.metrics import catalogue
 from dmlbench.records import UNTRAINED, Record
 from dmlbench.report.figures import save_png_svg
 from dmlbench.report.tables import MixedProtocolsError
@@ -42,7 +43,6 @@ SWEEP_COLUMNS = [
 ]
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 COLOURS = "tab10"
-LOWER_IS_BETTER = ("mld@",)
 HIDDEN_METRICS = {"queries", "lone_queries"}
 
 
@@ -166,7 +166,7 @@ def draw_sweep(
         values = sorted(values)
     styles = line_styles(sorted(part["method"].unique()))
     for ax, metric in zip(axes, metrics, strict=False):
-        scale = 1.0 if metric.startswith(LOWER_IS_BETTER) else 100.0
+        scale = catalogue.scale(metric)
         for method, line in part[part["metric"] == metric].groupby("method"):
             x = line["value"].to_numpy() if numeric else [values.index(v) for v in line["value"]]
             ax.errorbar(
@@ -212,14 +212,14 @@ def _sweep_axes(ax: Any, values: list[Any], numeric: bool, key: str, metric: str
     positions = values if numeric else list(range(len(values)))
     ax.set_xticks(positions, [str(v) for v in values])
     ax.set_xlabel(key)
-    better = "lower" if metric.startswith(LOWER_IS_BETTER) else "higher"
-    unit = "label distance" if metric.startswith(LOWER_IS_BETTER) else "%"
+    better = "higher" if catalogue.higher_is_better(metric) else "lower"
+    unit = catalogue.unit(metric)
     ax.set_ylabel(f"{metric} ({unit}, {better} is better)")
     ax.grid(True, color="0.85", linewidth=0.6)
 
 
 def _metric_order(metric: str) -> tuple[int, float, str]:
-    prefixes = ("ndcg@", "mld@", "recall@")
+    prefixes = (catalogue.NDCG.key, catalogue.MLD.key, catalogue.RECALL.key)  # plots' order
     for i, p in enumerate(prefixes):
         if metric.startswith(p) and metric[len(p) :].isdigit():
             return i, float(metric[len(p) :]), metric

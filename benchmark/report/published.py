@@ -28,10 +28,9 @@ import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics import catalogue
+from dmlbench.metrics.catalogue import METRIC_KEY
 from dmlbench.protocol import FrozenModel, StrictModel
-
-METRIC_KEY = re.compile(r"^(recall@\d+|ndcg@\d+|mld@\d+|nmi|map@r|r_precision)$")
-NOT_PERCENT = ("mld@",)  # label distances: ours are not scaled by 100
 
 
 class PublishedEntry(StrictModel):
@@ -53,8 +52,8 @@ class PublishedEntry(StrictModel):
     @field_validator("method")
     @classmethod
     def _registered(cls, method: str) -> str:
+        from dmlbench.errors import did_you_mean
         from dmlbench.methods import METHODS
-        from dmlbench.registry import did_you_mean
 
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}{did_you_mean(method, METHODS.list())}")
@@ -203,7 +202,7 @@ def reported_vs_reproduced(
             if key in rows:  # the same number quoted by two papers: one row, both sources
                 rows[key]["source"] = f"{rows[key]['source']}; {e.source}"
                 continue
-            scale = 1.0 if metric.startswith(NOT_PERCENT) else 100.0
+            scale = catalogue.scale(metric)
             ours = float(table.at[e.method, metric]) * scale
             rows[key] = {
                 "method": e.method,

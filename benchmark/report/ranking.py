@@ -2,8 +2,8 @@
 
 Every table, verdict and comparison of a board reads one metric (:func:`primary_metric`):
 ``recall@1`` when the protocol computes it, otherwise ``ndcg@10`` (continuous labels),
-otherwise the first metric in the tables' order; lower is better only for a label distance
-(:data:`LOWER_IS_BETTER`).
+otherwise the first metric in the tables' order; the direction of each metric is its
+description's (:mod:`dmlbench.metrics.catalogue`: lower is better only for a label distance).
 
 Class-label methods (Recall@K on CUB, glyphs) and continuous-label methods (nDCG on poses)
 solve different problems (:func:`label_kind`, one of :data:`TRACKS`), so a method is compared
@@ -23,16 +23,16 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from dmlbench.metrics.catalogue import HEADLINE, label_kind_of
 from dmlbench.records import UNTRAINED, Record
 from dmlbench.report.tables import metric_columns
 
-LOWER_IS_BETTER = ("mld@",)
 TRACKS = {"class": "class labels", "continuous": "continuous labels"}
 
 
 def primary_metric(columns: list[str]) -> str | None:
     """``recall@1``, else ``ndcg@10``, else the first metric column; None without metrics."""
-    for preferred in ("recall@1", "ndcg@10"):
+    for preferred in HEADLINE:
         if preferred in columns:
             return preferred
     ordered = metric_columns(pd.DataFrame(columns=columns))
@@ -67,10 +67,9 @@ def label_kind(method: str, metrics: Iterable[str]) -> str | None:
     """
     if method == UNTRAINED:
         return None
-    keys = list(metrics)
-    for prefix, kind in (("recall@", "class"), ("ndcg@", "continuous")):
-        if any(k.startswith(prefix) for k in keys):
-            return kind
+    kind = label_kind_of(list(metrics))
+    if kind is not None:
+        return kind
     from dmlbench.methods import METHODS
 
     return str(METHODS.get(method).label_kind) if method in METHODS else None

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics import catalogue
 from dmlbench.metrics.stats import t_interval
 from dmlbench.records import UNTRAINED, Record, record_precision
 
-METRIC_ORDER = ("recall@", "map@r", "r_precision", "nmi", "ndcg@", "mld@")
 HIDDEN = {"queries", "lone_queries"}
 
 
@@ -114,16 +114,8 @@ def records_frame(records: Iterable[Record]) -> pd.DataFrame:
 
 
 def metric_columns(df: pd.DataFrame) -> list[str]:
-    cols = [c for c in df.columns if c.startswith(METRIC_ORDER)]
-
-    def key(c: str) -> tuple[int, float]:
-        for i, prefix in enumerate(METRIC_ORDER):
-            if c.startswith(prefix):
-                tail = c[len(prefix) :]
-                return i, float(tail) if tail.replace(".", "").isdigit() else 0.0
-        return len(METRIC_ORDER), 0.0
-
-    return sorted(cols, key=key)
+    cols = [c for c in df.columns if catalogue.is_metric_column(c)]
+    return sorted(cols, key=catalogue.order_key)
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -163,12 +155,11 @@ def format_table(
     higher mean alone is no evidence of a better method. The untrained row is never bold.
     """
     metrics = [c for c in table.columns if not c.endswith("_std") and c != "seeds"]
-    scale = 100.0 if percent else 1.0
     bold = bold or {}
     out = pd.DataFrame(index=table.index)
     for m in metrics:
         # mean label distance is in label units and lower is better; the rest are fractions
-        digits, factor = (3, 1.0) if m.startswith("mld@") else (1, scale)
+        digits, factor = catalogue.digits(m), catalogue.scale(m, percent)
         chosen = set(bold.get(m, ())) - {UNTRAINED}
         cells = []
         for method, row in table.iterrows():

@@ -24,6 +24,7 @@ from textwrap import fill
 from typing import TYPE_CHECKING
 
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics import catalogue
 from dmlbench.records import ProtocolRef, Record
 from dmlbench.report.plots import parse_sweep_name, parse_value
 
@@ -82,7 +83,7 @@ def equivalence_margin(ref: ProtocolRef) -> float:
 
 def margin_words(metric: str, margin: float) -> str:
     """``equivalence margin ±3 points`` (label distances in their own units)."""
-    if metric.startswith("mld@"):
+    if not catalogue.is_percent(metric):
         return f"equivalence margin ±{margin:g}"
     return f"equivalence margin ±{100 * margin:g} points"
 

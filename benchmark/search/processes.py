@@ -22,7 +22,12 @@ from dmlbench.search.worker import run_worker
 
 
 def spawn_workers(
-    protocol: Protocol, method: str, run: RunOptions, options: SearchOptions, url: str, n: int
+    protocol: Protocol,
+    method: str,
+    run_options: RunOptions,
+    search_options: SearchOptions,
+    url: str,
+    n: int,
 ) -> list[Any]:
     """Start ``n`` extra worker processes on this machine (spawned: no forked torch state)."""
     ctx = mp.get_context("spawn")
@@ -33,7 +38,15 @@ def spawn_workers(
     for index in range(1, n + 1):
         p = ctx.Process(
             target=_child,
-            args=(protocol.model_dump(mode="json"), method, run, options, url, index, setup),
+            args=(
+                protocol.model_dump(mode="json"),
+                method,
+                run_options,
+                search_options,
+                url,
+                index,
+                setup,
+            ),
             name=f"dmlbench-search-{index}",
         )
         p.start()
@@ -54,8 +67,8 @@ def worker_device(device: str, index: int, gpus: int) -> str:
 def _child(
     raw: dict[str, Any],
     method: str,
-    run: RunOptions,
-    options: SearchOptions,
+    run_options: RunOptions,
+    search_options: SearchOptions,
     url: str,
     index: int,
     setup: tuple[progress.LogSetup | None, str | None] = (None, None),
@@ -66,19 +79,21 @@ def _child(
     from dmlbench.methods import load_plugins
     from dmlbench.protocol import validate_protocol
 
-    run = replace(run, device=worker_device(run.device, index, torch.cuda.device_count()))
+    run_options = replace(
+        run_options, device=worker_device(run_options.device, index, torch.cuda.device_count())
+    )
     log_setup, track_spec = setup
     if log_setup is not None:
         progress.configure_logging(log_setup.level, log_setup.log_file)
     try:
-        load_plugins(options.plugins)
+        load_plugins(search_options.plugins)
         protocol = validate_protocol(raw, source=f"search worker {index}")
-        data = load_data(protocol, run.data_root)
+        data = load_data(protocol, run_options.data_root)
         # the parent's thread count, so --workers moves no number
-        with torch_threads(run.threads), activated(open_tracker(track_spec)) as tracker:
+        with torch_threads(run_options.threads), activated(open_tracker(track_spec)) as tracker:
             run_worker(
                 protocol, method, data.train, data.fingerprint,
-                replace(run, progress=False), options, url, tracker,
+                replace(run_options, progress=False), search_options, url, tracker,
             )  # fmt: skip
     except (TrainingInterrupted, KeyboardInterrupt):
         sys.exit(130)

@@ -27,15 +27,15 @@ class SearchError(DmlbenchError):
     """A search could not produce hyper-parameters (e.g. every trial failed)."""
 
 
-def storage_url(options: SearchOptions, results_dir: Path) -> str:
+def storage_url(search_options: SearchOptions, results_dir: Path) -> str:
     """``--storage``, or the SQLite database ``<results_dir>/optuna.db`` (created in WAL mode).
 
     The URL is built with SQLAlchemy's URL API, never by concatenation: a folder named ``x?1``
     would otherwise put the study in ``x`` (``?`` starts the query string) and ``a%20b`` would
     name another file. A damaged database is one line naming it and what to do.
     """
-    if options.storage:
-        return options.storage
+    if search_options.storage:
+        return search_options.storage
     import sqlite3
 
     from sqlalchemy.engine import URL
@@ -99,7 +99,7 @@ def sqlite_path(url: str) -> str | None:
     return parsed.database if parsed.get_backend_name() == "sqlite" else None
 
 
-def open_storage(url: str, options: SearchOptions) -> optuna.storages.RDBStorage:
+def open_storage(url: str, search_options: SearchOptions) -> optuna.storages.RDBStorage:
     import optuna
 
     quiet_optuna()
@@ -109,10 +109,10 @@ def open_storage(url: str, options: SearchOptions) -> optuna.storages.RDBStorage
             return optuna.storages.RDBStorage(
                 url,
                 engine_kwargs=engine_kwargs,
-                heartbeat_interval=options.heartbeat,
-                grace_period=4 * options.heartbeat,
+                heartbeat_interval=search_options.heartbeat,
+                grace_period=4 * search_options.heartbeat,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
-                    max_retry=options.max_retry
+                    max_retry=search_options.max_retry
                 ),
             )
         except ImportError as err:

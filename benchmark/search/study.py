@@ -2,13 +2,14 @@
 
 Every method gets the same chance under a protocol:
 
-- **Validation without the test classes.** :func:`tune` receives the *training* split only
-  (the test split is not an argument, so no search code can reach it). ``search.validation``
-  carves class-disjoint folds out of the training classes (k-fold by class, Musgrave et al.
-  2020; ``folds: 1`` holds out one ``fraction`` of the classes). Continuous-label splits hold
-  out groups (``extras["groups"]``, e.g. the base pose) and otherwise single items. A trial
-  trains on the rest and scores on the held-out part after every epoch; its value is the best
-  epoch's score (mean over folds) and that epoch is what the final runs train for.
+- **Validation without the test classes.** :func:`~dmlbench.search.tuning.tune` receives the
+  *training* split only (the test split is not an argument, so no search code can reach
+  it). ``search.validation`` carves class-disjoint folds out of the training classes (k-fold
+  by class, Musgrave et al. 2020; ``folds: 1`` holds out one ``fraction`` of the classes).
+  Continuous-label splits hold out groups (``extras["groups"]``, e.g. the base pose) and
+  otherwise single items. A trial trains on the rest and scores on the held-out part after
+  every epoch; its value is the best epoch's score (mean over folds) and that epoch is what
+  the final runs train for.
 - **Equal budget.** ``search.trials`` trials per method, counted as finished trials (complete,
   pruned, or failed for a reason such as a NaN loss); a TPE (or random) sampler seeded with the
   protocol's first seed; the protocol's pruner; the method's own ``search_space``. The paper's
@@ -36,22 +37,17 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dmlbench.data.base import Split
 from dmlbench.methods import METHODS
-from dmlbench.options import RunOptions, Selection, torch_threads
+from dmlbench.options import Selection
 from dmlbench.protocol import Protocol
 from dmlbench.search.storage import (
     SearchError,
     claim_lock,
-    open_storage,
     quiet_optuna,
-    storage_errors,
-    storage_url,
 )
-from dmlbench.search.validation import objective_metric
 
 if TYPE_CHECKING:
     import optuna
@@ -255,65 +251,3 @@ def selection(study: optuna.Study, metric: str) -> Selection:
         study=study.study_name,
         trials=count_trials(study).finished,
     )
-
-
-def tune(
-    protocol: Protocol,
-    method: str,
-    train_split: Split,
-    fingerprint: str,
-    run: RunOptions,
-) -> Selection:
-    """Run (or continue) ``method``'s study to its budget and return the best selection.
-
-    ``run.search.workers - 1`` extra worker processes on this machine join the study; other
-    machines may join through the same storage URL with ``dmlbench search``.
-    """
-    import torch
-
-    from dmlbench.search.processes import spawn_workers
-    from dmlbench.search.worker import run_worker
-
-    quiet_optuna()
-    options = run.search
-    url = storage_url(options, run.results_dir)
-    name = study_name(protocol, method, run.overrides)
-    with storage_errors(url):
-        study = open_study(protocol, method, open_storage(url, options), name, url)
-        finished = count_trials(study).finished
-    metric = objective_metric(protocol, train_split.label_kind)
-    if finished >= protocol.search.trials:  # resumed: nothing left
-        return selection(study, metric)
-    from dmlbench.engine.distributed import current
-
-    if current().is_distributed:
-        raise SearchError(
-            f"study {name} is unfinished: tuning under torchrun is not supported (every rank "
-            "would claim its own trial); run `dmlbench search` first (--workers N for N "
-            "processes), then the same `torchrun … dmlbench run` uses the finished study"
-        )
-    # Every worker trains with the same thread count as this process, whatever --workers is:
-    # the count moves numbers (seen: R@1 0.6781 vs 0.6859 under one protocol hash).
-    run = replace(run, threads=run.threads or torch.get_num_threads())
-    procs = spawn_workers(protocol, method, run, options, url, options.workers - 1)
-    try:
-        with torch_threads(run.threads):
-            run_worker(protocol, method, train_split, fingerprint, run, options, url)
-    finally:
-        for p in procs:
-            p.join()
-    failed = [p.exitcode for p in procs if p.exitcode not in (0, None)]
-    if failed:
-        # A killed worker's trial is failed and retried by the others (heartbeats); only a
-        # budget left incomplete is an error, not the death of one process.
-        done = count_trials(study).finished
-        if done < protocol.search.trials:
-            raise SearchError(
-                f"{len(failed)} search worker(s) of {name} exited with {failed}; "
-                f"{done} of {protocol.search.trials} trials finished: run the command again"
-            )
-        log.warning(
-            "%d search worker(s) of %s exited with %s; the budget completed without them",
-            len(failed), name, failed,
-        )  # fmt: skip
-    return selection(study, metric)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmlbench.data.base import Split
+from dmlbench.metrics.catalogue import MAP_AT_R, NDCG, RECALL
 from dmlbench.protocol import Protocol
 from dmlbench.search.storage import SearchError
 
@@ -19,8 +20,8 @@ from dmlbench.search.storage import SearchError
 def objective_metric(protocol: Protocol, label_kind: str) -> str:
     m = protocol.metrics
     if label_kind == "continuous":
-        return f"ndcg@{max(m.ndcg_at or [10])}"
-    return f"recall@{m.recall_at[0]}" if m.recall_at else "map@r"
+        return NDCG.at(max(m.ndcg_at or [10]))
+    return RECALL.at(m.recall_at[0]) if m.recall_at else MAP_AT_R.name
 
 
 def validation_folds(

@@ -52,8 +52,8 @@ def run_worker(
     method: str,
     train_split: Split,
     fingerprint: str,
-    run: RunOptions,
-    options: SearchOptions,
+    run_options: RunOptions,
+    search_options: SearchOptions,
     url: str,
     tracker: Tracker | None = None,
 ) -> int:
@@ -66,8 +66,8 @@ def run_worker(
     import optuna
 
     quiet_optuna()
-    storage = open_storage(url, options)
-    name = study_name(protocol, method, run.overrides)
+    storage = open_storage(url, search_options)
+    name = study_name(protocol, method, run_options.overrides)
     budget = protocol.search.trials
     study = optuna.load_study(
         study_name=name,
@@ -94,11 +94,11 @@ def run_worker(
                 trial.set_user_attr("pid", os.getpid())
                 storage.record_heartbeat(trial._trial_id)
         if trial is None:
-            time.sleep(min(options.heartbeat, 2))
+            time.sleep(min(search_options.heartbeat, 2))
             continue
-        with _heartbeat(storage, trial._trial_id, options.heartbeat):
+        with _heartbeat(storage, trial._trial_id, search_options.heartbeat):
             line = _run_trial(
-                study, trial, protocol, method, train_split, fingerprint, run, tracker
+                study, trial, protocol, method, train_split, fingerprint, run_options, tracker
             )
         ran += 1
         # one line per trial, with or without progress bars (the count is the study's: other
@@ -188,7 +188,7 @@ def _run_trial(
     method: str,
     train_split: Split,
     fingerprint: str,
-    run: RunOptions,
+    run_options: RunOptions,
     tracker: Tracker,
 ) -> str:
     """Train on every fold, report per-epoch validation scores, tell the study, write a record.
@@ -209,12 +209,12 @@ def _run_trial(
     )
     trial.set_user_attr("hparams", hparams)
     log_ = _TrialLog()
-    path = _trial_path(protocol, method, _slot(trial), run)
+    path = _trial_path(protocol, method, _slot(trial), run_options)
     log_.track = tracker.open_run(f"{protocol.name}/{protocol.hash[:12]}/{path.stem}")
     state, value, reason = TrialState.COMPLETE, math.nan, ""
     try:
         value = _train_folds(
-            trial, protocol, method, train_split, folds, hparams, metric, run, log_
+            trial, protocol, method, train_split, folds, hparams, metric, run_options, log_
         )
         study.tell(trial, value)
     except optuna.TrialPruned:
@@ -241,7 +241,7 @@ def _run_trial(
     finally:
         _close_track(log_.track, hparams, state.name.lower(), metric, value)
     _write_trial_record(
-        protocol, method, trial, hparams, fingerprint, run, metric, value, log_.curve,
+        protocol, method, trial, hparams, fingerprint, run_options, metric, value, log_.curve,
         {"state": state.name.lower(), "study": study.study_name, "reason": reason},
         log_.steps, log_.train_seconds, time.perf_counter() - start,
     )  # fmt: skip
@@ -282,7 +282,7 @@ def _train_folds(
     folds: list[tuple[np.ndarray, np.ndarray]],
     hparams: HParams,
     metric: str,
-    run: RunOptions,
+    run_options: RunOptions,
     log_: _TrialLog,
 ) -> float:
     """Train on each validation fold's rest, score the fold after every epoch (pruning may
@@ -293,7 +293,7 @@ def _train_folds(
 
     seed = protocol.seeds[0]
     spec = validation_spec(protocol.metrics, metric)  # only the selection metric
-    device = resolve_device(run.device)
+    device = resolve_device(run_options.device)
     for f, (tr_idx, va_idx) in enumerate(folds):
         tr, va = train_split.subset(tr_idx), train_split.subset(va_idx)
         fold_scores: list[float] = []
@@ -314,10 +314,10 @@ def _train_folds(
             tr,
             seed,
             device=device,
-            max_steps=run.max_steps,
+            max_steps=run_options.max_steps,
             on_epoch_end=hook,
-            progress=run.progress,
-            accel=run.accel,
+            progress=run_options.progress,
+            accel=run_options.accel,
             track=Shifted(log_.track, f * protocol.optim.epochs) if log_.track else None,
             label=f"{method} trial {_slot(trial)} fold {f + 1}/{len(folds)}",
         )
@@ -349,7 +349,7 @@ def _write_trial_record(
     trial: optuna.Trial,
     hparams: dict[str, Any],
     fingerprint: str,
-    run: RunOptions,
+    run_options: RunOptions,
     metric: str,
     value: float,
     curve: list[dict[str, float]],
@@ -363,8 +363,8 @@ def _write_trial_record(
 
     record = new_record(
         protocol,
-        device=run.device,
-        precision=run.accel.precision(resolve_device(run.device)),
+        device=run_options.device,
+        precision=run_options.accel.precision(resolve_device(run_options.device)),
         data_fingerprint=fingerprint,
         method=method,
         hparams=hparams,
@@ -373,11 +373,11 @@ def _write_trial_record(
         trial=_slot(trial),
         metrics={} if math.isnan(value) else {f"val_{metric}": value},
         curve=curve,
-        overrides=run.overrides,
+        overrides=run_options.overrides,
         search=search,
         timings=Timings(wall_seconds=wall_seconds, train_seconds=train_seconds, steps=steps),
     )
-    save_record(record, _trial_path(protocol, method, _slot(trial), run))
+    save_record(record, _trial_path(protocol, method, _slot(trial), run_options))
 
 
 def _slot(trial: Any) -> int:
@@ -385,11 +385,11 @@ def _slot(trial: Any) -> int:
     return int(trial.user_attrs["slot"])
 
 
-def _trial_path(protocol: Protocol, method: str, number: int, run: RunOptions) -> Any:
+def _trial_path(protocol: Protocol, method: str, number: int, run_options: RunOptions) -> Any:
     """The trial's record file (its stem also names the trial's run in the tracker)."""
     from dmlbench.records import record_path
 
     return record_path(
-        run.results_dir, protocol.name, protocol.hash, method, protocol.seeds[0],
-        "search-trial", run.overrides, trial=number,
+        run_options.results_dir, protocol.name, protocol.hash, method, protocol.seeds[0],
+        "search-trial", run_options.overrides, trial=number,
     )  # fmt: skip

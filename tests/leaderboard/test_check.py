@@ -453,7 +453,7 @@ def test_parallel_check_gives_the_sequential_rows(
     board: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows: dict[int, list[check.Row]] = {}
-    entries: list[check.Entry] = []
+    entries: list[check.CheckedEntry] = []
     for jobs in (1, 2):
         rows[jobs] = check.run_check(
             board, None, None, progress=False, jobs=jobs, on_entry=entries.append

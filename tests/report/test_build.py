@@ -235,3 +235,24 @@ def test_every_csv_of_a_build_is_numbers(built: tuple[Path, list[Path]]) -> None
     npairs = across["npairs"]
     assert [npairs[c] for c in ("label_kind", "data_sets", "cub200_rank")] == ["class", "2", "2.0"]
     assert npairs["glyphs_rank"] == npairs["glyphs_verdict"] == ""  # not run on glyphs
+
+
+def test_each_board_is_analysed_once_per_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-board analysis is a bootstrap: the Markdown, the LaTeX, the plots and the page
+    of one board share one (the render used to compute it twice)."""
+    import dmlbench.report.board as board
+    import dmlbench.report.build as build
+
+    calls: list[str] = []
+    real = board.analyse_board
+
+    def counted(df: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(str(df["protocol_hash"].iloc[0]))
+        return real(df, *args, **kwargs)
+
+    monkeypatch.setattr(board, "analyse_board", counted)
+    monkeypatch.setattr(build, "analyse_board", counted, raising=False)
+    build_reports(cub_and_glyph_records(), tmp_path, PUBLISHED)
+    assert sorted(calls) == ["c" * 64, "d" * 64, "e" * 64]

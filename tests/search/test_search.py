@@ -23,7 +23,8 @@ from dmlbench.options import RunOptions, SearchOptions
 from dmlbench.protocol import load_protocol
 from dmlbench.records import load_records
 from dmlbench.run import run_protocol
-from dmlbench.search.study import count_trials, open_study, selection, study_name, tune
+from dmlbench.search.study import count_trials, open_study, selection, study_name
+from dmlbench.search.tuning import tune
 from dmlbench.search.validation import objective_metric, validation_folds
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,0 +1,72 @@
+"""The metrics' description is the one the code computes, hashes and shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dmlbench.metrics import catalogue
+from dmlbench.metrics.catalogue import FAMILIES, MLD, NDCG, RECALL, family
+from dmlbench.protocol import HASH_OMIT_DEFAULTS, MetricsSpec
+
+
+def test_every_metrics_field_of_the_protocol_is_a_described_family() -> None:
+    """A ``MetricsSpec`` field without a description (or the reverse) fails here: a new metric
+    is its function, its field and one entry in the catalogue."""
+    assert set(MetricsSpec.model_fields) == {f.spec_field for f in FAMILIES} | {"normalize"}
+
+
+def test_the_hash_omits_no_metric_today() -> None:
+    """Every family so far is hashed: the committed protocol hashes stay what they were."""
+    assert all(f.hashed for f in FAMILIES)
+    assert not [k for k in HASH_OMIT_DEFAULTS if k[0] == "metrics"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("recall@4", RECALL),
+        ("ndcg@10", NDCG),
+        ("mld@1", MLD),
+        ("map@r", catalogue.MAP_AT_R),
+        ("r_precision", catalogue.R_PRECISION),
+        ("nmi", catalogue.NMI),
+        ("recall@", None),
+        ("queries", None),
+        ("ci_recall@1_lo", None),
+    ],
+)
+def test_family_of_a_record_key(name: str, expected: catalogue.MetricFamily | None) -> None:
+    assert family(name) is expected
+    assert bool(catalogue.METRIC_KEY.match(name)) == (expected is not None)
+
+
+def test_scale_digits_direction_and_labels() -> None:
+    """The facts the tables, plots and verdicts used to spell out for ``mld@`` by hand."""
+    assert catalogue.scale("recall@1") == 100.0 and catalogue.scale("mld@2") == 1.0
+    assert catalogue.scale("recall@1", percent=False) == 1.0
+    assert catalogue.digits("nmi") == 1 and catalogue.digits("mld@1") == 3
+    assert catalogue.higher_is_better("ndcg@1") and not catalogue.higher_is_better("mld@1")
+    assert catalogue.unit("mld@1") == "label distance" and catalogue.unit("map@r") == "%"
+    assert [catalogue.short_label(n) for n in ("recall@4", "ndcg@10", "mld@1", "map@r")] == [
+        "R@4", "nDCG@10", "MLD@1", "MAP@R"
+    ]  # fmt: skip
+    assert catalogue.short_label("r_precision") == "R-Prec."
+    assert catalogue.ci_keys("recall@1") == ("ci_recall@1_lo", "ci_recall@1_hi")
+    assert catalogue.label_kind_of(["nmi", "recall@1"]) == "class"
+    assert catalogue.label_kind_of(["ndcg@1", "mld@1"]) == "continuous"
+
+
+def test_the_engines_write_only_described_keys() -> None:
+    """Every key the class-label and continuous-label metrics compute is a described metric."""
+    from dmlbench.metrics.continuous import continuous_metrics
+    from dmlbench.metrics.retrieval import retrieval_metrics
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, size=(12, 8))
+    q = rng.integers(0, 3, size=12)
+    r = np.full(12, 3)
+    keys = list(retrieval_metrics(labels, q, r, [1, 2, 4], True, True))
+    d = np.sort(rng.random((12, 8)), axis=1)
+    keys += list(continuous_metrics(d, d, [1, 4], [1]))
+    assert len(keys) == 8 and all(family(k) is not None for k in keys), keys
