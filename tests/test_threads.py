@@ -40,7 +40,7 @@ def test_no_threads_option_leaves_the_count_alone() -> None:
 
 def test_search_workers_get_the_parents_thread_count(monkeypatch: Any, tmp_path: Path) -> None:
     """``tune`` hands every spawned worker the same count, not cores / workers."""
-    import dmlbench.search.processes as sw
+    import dmlbench.search.tuning as sw  # where tune looks spawn_workers up
     from dmlbench.options import SearchOptions
 
     seen: list[int | None] = []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dmlbench.data.audit import BLANK_STD, NEAR_RMS
 from dmlbench.data.prepare import SPECS, prepare
 from dmlbench.errors import DataError
 
@@ -77,9 +76,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from dmlbench.data.audit import audit_protocol
     from dmlbench.protocol import load_protocol
 
-    found = audit_protocol(
-        load_protocol(args.protocol), args.data_root, args.near_rms, args.blank_std
-    )
+    limits = {k: v for k, v in (("near_rms", args.near_rms), ("blank_std", args.blank_std)) if v}
+    found = audit_protocol(load_protocol(args.protocol), args.data_root, **limits)
     print(found.summary())
     return 0 if found.ok else 1
 
@@ -159,15 +157,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     aud.add_argument(
         "--near-rms",
         type=float,
-        default=NEAR_RMS,
-        help=f"largest RMS pixel difference (0-1 scale) of a near-identical pair (default "
-        f"{NEAR_RMS:g}: copies up to anti-aliasing)",
+        default=None,
+        help="largest RMS pixel difference (0-1 scale) of a near-identical pair (default "
+        "0.01: copies up to anti-aliasing; dmlbench.data.audit.NEAR_RMS)",
     )
     aud.add_argument(
         "--blank-std",
         type=float,
-        default=BLANK_STD,
-        help=f"an image whose pixels' std is below this is near-blank (default {BLANK_STD:g})",
+        default=None,
+        help="an image whose pixels' std is below this is near-blank (default 0.02; "
+        "dmlbench.data.audit.BLANK_STD)",
     )
     aud.set_defaults(func=cmd_audit)
 

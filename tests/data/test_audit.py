@@ -78,3 +78,15 @@ def test_a_continuous_label_set_has_no_classes_to_confuse(
 ) -> None:
     assert main(["data", "audit", "--protocol", "poses-mini"]) == 0
     assert "audit passed" in capsys.readouterr().out
+
+
+def test_the_help_states_the_modules_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """The parser must not import torch (so it cannot import the audit): its help repeats the
+    defaults, and this keeps the two in step."""
+    from dmlbench.data import audit as audit_mod
+
+    with pytest.raises(SystemExit):
+        main(["data", "audit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"default {audit_mod.NEAR_RMS:g}:" in text
+    assert f"default {audit_mod.BLANK_STD:g};" in text

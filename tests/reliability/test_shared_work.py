@@ -45,7 +45,7 @@ class _Killed:
 def test_a_killed_worker_does_not_fail_a_completed_budget(
     tiny_glyphs_protocol: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
-    import dmlbench.search.processes as sw
+    import dmlbench.search.tuning as sw  # where tune looks spawn_workers up
     from dmlbench.data import load_data
     from dmlbench.options import RunOptions, SearchOptions
     from dmlbench.search import tune
