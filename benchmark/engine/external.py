@@ -65,6 +65,30 @@ def order_arrays(
     }
 
 
+def model_arrays(method: str, protocol: str, protocol_hash: str, seed: int) -> dict[str, Any]:
+    """What ``dmlbench evaluate`` records by default of a model a run of ``method`` trained:
+    its name, ``trained_by`` dmlbench, ``trained_on`` the protocol's training split (nothing
+    for the untrained row), and the run's seed, whose numbers the file then reproduces."""
+    from dmlbench.records import UNTRAINED
+
+    trained_on = (
+        f"nothing: the initialisation of seed {seed} under {protocol}"
+        if method == UNTRAINED
+        else f"the training split of {protocol} ({protocol_hash[:12]}), seed {seed}"
+    )
+    fields = {"model_name": method, "trained_by": "dmlbench", "trained_on": trained_on}
+    return {k: np.asarray(v) for k, v in fields.items()} | {"seed": np.asarray(seed)}
+
+
+def kept_file_arrays(
+    protocol: Protocol, data: DataSplits, method: str, seed: int
+) -> dict[str, np.ndarray]:
+    """The arrays a final run adds to its kept test embeddings (``…-embeddings.npz``): those
+    ``dmlbench embed --images test`` writes, so ``dmlbench evaluate`` reads either file."""
+    order = order_arrays(data.test, data.fingerprint, SCORED_SPLIT, protocol.name)
+    return order | model_arrays(method, protocol.name, protocol.hash, seed)
+
+
 def external_model(
     name: str, trained_by: str, trained_on: str, size: int, sha256: str | None = None
 ) -> ExternalModel:
