@@ -95,15 +95,29 @@ class QueryHits(StrictModel):
         )
 
     def decode(self) -> tuple[Any, Any]:
-        """``(hits, classes)``: float64 0/1 hits and int64 classes, one per scored query."""
+        """``(hits, classes)``: float64 0/1 hits and int64 classes, one per scored query.
+
+        Raises:
+            ValueError: the stored bits or classes are not ``n`` long (a hand-edited ``n`` was
+                once silently cut to the bits stored), or are not base64 / zlib.
+        """
         import base64
+        import binascii
         import zlib
 
         import numpy as np
 
-        bits = np.frombuffer(base64.b64decode(self.hits), dtype=np.uint8)
+        try:
+            bits = np.frombuffer(base64.b64decode(self.hits, validate=True), dtype=np.uint8)
+            raw = zlib.decompress(base64.b64decode(self.classes, validate=True))
+        except (binascii.Error, zlib.error) as err:
+            raise ValueError(f"query_hits: not base64 of packed bits and zlib ({err})") from None
+        if len(bits) != -(-self.n // 8) or len(raw) != 4 * self.n:
+            raise ValueError(
+                f"query_hits.n is {self.n}, but {8 * len(bits)} bits (in {len(bits)} bytes) and "
+                f"{len(raw) // 4} classes are stored"
+            )
         hits = np.unpackbits(bits)[: self.n].astype(np.float64)
-        raw = zlib.decompress(base64.b64decode(self.classes))
         return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
 
@@ -292,7 +306,91 @@ def save_record(record: Record, path: Path) -> Path:
 
 class DamagedRecord(ValueError):
     """A record file that parses as JSON but is not a record (``[1, 2]``, ``null``, ``42``), or
-    whose metrics are not all finite numbers."""
+    whose metrics are not all finite numbers, or that disagrees with itself (a hand edit)."""
+
+
+# The kind of every metric a record carries, by name: fractions (shown as %, in [0, 1]),
+# label distances (``mld@K``, unbounded, never negative) and query counts (whole numbers).
+# ``val_`` (a search trial's validation score) and ``ci_…_lo``/``_hi`` (an interval's ends)
+# keep the kind of the metric they qualify. A name not listed (a plugin's) is only required
+# to be finite.
+FRACTION_METRICS = ("recall@", "ndcg@", "map@r", "r_precision", "nmi")
+DISTANCE_METRICS = ("mld@",)
+COUNT_METRICS = ("queries", "lone_queries")
+# How far a fraction may stray from [0, 1] by float rounding (a mean of values in [0, 1] can
+# land one ulp outside); a hand edit such as 1.70 or -3.0 is refused.
+FRACTION_SLACK = 1e-9
+
+
+def metric_kind(name: str) -> str | None:
+    """``"fraction"``, ``"distance"``, ``"count"`` or ``None`` (a metric dmlbench does not
+    compute, whose range it does not know)."""
+    base = name.removeprefix("val_")
+    if base.startswith("ci_") and base.endswith(("_lo", "_hi")):
+        base = base[3:-3]
+    if base in COUNT_METRICS:
+        return "count"
+    if base.startswith(DISTANCE_METRICS):
+        return "distance"
+    if base.startswith(FRACTION_METRICS[:2]) or base in FRACTION_METRICS[2:]:
+        return "fraction"
+    return None
+
+
+def record_problem(record: Record) -> str | None:
+    """The first way ``record`` contradicts what dmlbench writes, naming the field; ``None``
+    when it has none.
+
+    Records are trusted by every table, so a hand edit must not pass as a result: an unknown
+    ``schema_version``, a metric that is not finite or outside its kind's range (``recall@1:
+    1.70`` printed as 170.0), a seed outside ``--seed``'s range, or query hits that disagree
+    with the record's own ``recall@1`` and ``queries`` (the confidence table computes its
+    interval from the hits, the main table shows the metric).
+    """
+    from dmlbench.protocol import MAX_SEED
+
+    if record.schema_version != SCHEMA_VERSION:
+        return (
+            f"schema_version {record.schema_version}: this dmlbench reads version "
+            f"{SCHEMA_VERSION} only (written by another dmlbench, or edited)"
+        )
+    if not 0 <= record.seed <= MAX_SEED:
+        return f"seed {record.seed}: must be in [0, {MAX_SEED}]"
+    for name, value in sorted(record.metrics.items()):
+        if not math.isfinite(value):
+            return f"metric {name} is {value}, not a finite number"
+        kind = metric_kind(name)
+        if kind == "fraction" and not -FRACTION_SLACK <= value <= 1 + FRACTION_SLACK:
+            return f"metric {name} is {value}: a fraction, it must be in [0, 1]"
+        if kind in ("distance", "count") and value < 0:
+            return f"metric {name} is {value}: a {kind}, it cannot be negative"
+        if kind == "count" and value != int(value):
+            return f"metric {name} is {value}: a number of queries, it must be whole"
+    lo, hi = record.metrics.get("ci_recall@1_lo"), record.metrics.get("ci_recall@1_hi")
+    if lo is not None and hi is not None and lo > hi:
+        return f"metric ci_recall@1_lo {lo} is above ci_recall@1_hi {hi}"
+    return _hits_problem(record)
+
+
+def _hits_problem(record: Record) -> str | None:
+    """How ``query_hits`` disagrees with the record's ``recall@1`` and ``queries``, if it does."""
+    if record.query_hits is None:
+        return None
+    try:
+        hits, _ = record.query_hits.decode()
+    except ValueError as err:
+        return str(err)
+    n = len(hits)
+    queries = record.metrics.get("queries")
+    if queries is not None and queries != n:
+        return f"query_hits holds {n} queries, metric queries is {queries:g}"
+    recall = record.metrics.get(record.query_hits.metric)
+    if recall is not None and n and abs(float(hits.sum()) - recall * n) >= 0.5:
+        return (
+            f"query_hits give {record.query_hits.metric} {hits.sum():g}/{n} = "
+            f"{hits.sum() / n:.6g}, metric {record.query_hits.metric} is {recall}"
+        )
+    return None
 
 
 def load_record(path: Path) -> Record:
@@ -303,15 +401,14 @@ def load_record(path: Path) -> Record:
     "—" or poison a mean, and a run that ended that way has nothing to report.
 
     Raises:
-        DamagedRecord: not a JSON object, or a metric is not a finite number.
+        DamagedRecord: not a JSON object, or it contradicts itself (:func:`record_problem`).
     """
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise DamagedRecord(f"a JSON {type(data).__name__}, not a record object")
     record = Record.model_validate(data)
-    for name, value in sorted(record.metrics.items()):
-        if not math.isfinite(value):
-            raise DamagedRecord(f"metric {name} is {value}, not a finite number")
+    if problem := record_problem(record):
+        raise DamagedRecord(problem)
     return record
 
 
