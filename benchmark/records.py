@@ -13,13 +13,14 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
@@ -121,11 +122,36 @@ class QueryHits(StrictModel):
         return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
 
+# Characters a free-text field must not hold: C0/C1 controls (a newline in ``--trained-by``
+# once ended a table row and started a fabricated one), line and paragraph separators, and
+# the bidirectional overrides that make a cell read other than it is stored.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+MAX_FREE_TEXT = 500  # characters: a table cell, not a document
+
+
+def free_text(value: str, what: str = "text") -> str:
+    """``value`` once it is one line a table can show as it is.
+
+    Raises:
+        ValueError: a control character (named by its code point) or more than
+            :data:`MAX_FREE_TEXT` characters.
+    """
+    if m := CONTROL_CHARACTERS.search(value):
+        raise ValueError(
+            f"{what} holds the control character U+{ord(m.group()):04X} at position "
+            f"{m.start()}: one line of printable text, please"
+        )
+    if len(value) > MAX_FREE_TEXT:
+        raise ValueError(f"{what} is {len(value)} characters long; at most {MAX_FREE_TEXT}")
+    return value
+
+
 class ExternalModel(StrictModel):
     """Who made the model an ``external`` record scores, and from what.
 
     The protocol's budget did not train it, so a board shows it apart from the methods and
-    never ranks it; these fields are what a reader needs to judge the number instead.
+    never ranks it; these fields are what a reader needs to judge the number instead. They are
+    free text shown in tables, so one printable line each (:func:`free_text`).
     """
 
     name: str = Field(min_length=1, description="the model's name, the record's method")
@@ -135,6 +161,11 @@ class ExternalModel(StrictModel):
     embeddings_sha256: str | None = Field(
         None, description="SHA-256 of the scored .npz file; none when a Python callable embedded"
     )
+
+    @field_validator("name", "trained_by", "trained_on")
+    @classmethod
+    def _one_printable_line(cls, value: str) -> str:
+        return free_text(value, "the text")
 
 
 class Record(StrictModel):
