@@ -454,9 +454,19 @@ def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], 
         try:
             records.append(load_record(path))
         except (OSError, ValueError, ValidationError) as err:  # JSON, UTF-8, DamagedRecord
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            problems.append(f"{path}: damaged record skipped ({first})")
+            problems.append(f"{path}: damaged record skipped ({why_damaged(err)})")
     return records, problems
+
+
+def why_damaged(err: Exception) -> str:
+    """One line saying why a record could not be read: the field and pydantic's reason for a
+    record that does not validate (its first line, "1 validation error for Record", named
+    neither), else the error's first line."""
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "the record"
+        return f"{field}: {first['msg']}"
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def record_precision(record: Record) -> str:
