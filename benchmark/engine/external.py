@@ -132,7 +132,10 @@ def check_rows(
     """
     emb = _require(arrays, "embeddings", path)
     if emb.ndim != 2 or emb.shape[1] < 1 or emb.dtype.kind not in "fiu":
-        raise DataError(f"{path}: embeddings must be numbers of shape (N, d), not {emb.shape}")
+        raise DataError(
+            f"{path}: embeddings must be real numbers (float or integer) of shape (N, d), "
+            f"d >= 1, not {emb.dtype} of shape {emb.shape}"
+        )
     which = str(_require(arrays, "split", path))
     theirs = str(_require(arrays, "split_fingerprint", path))
     index = _require(arrays, "index", path)
@@ -167,7 +170,9 @@ def finite_float32(emb: np.ndarray, where: str) -> np.ndarray:
     """``emb`` as the float32 every metric computes in, once every value is finite there.
 
     Checked after the cast: a float64 value beyond float32's range (±3.4e38) is finite in the
-    file and infinite once cast, and faiss then failed with a traceback.
+    file and infinite once cast, and faiss then failed with a traceback; a float64 row whose
+    every value is below float32's smallest normal number (1.2e-38) would lose its digits or
+    become all zeros, and be scored wrong without a word.
 
     Raises:
         DataError: the first row that is not finite, as read or once cast.
@@ -184,6 +189,16 @@ def finite_float32(emb: np.ndarray, where: str) -> np.ndarray:
             f"(±{float(np.finfo(np.float32).max):.3g}), in which every metric is computed; "
             "scale the embeddings down (under normalize: true a scale changes no score)"
         )
+    if emb.dtype.kind == "f" and emb.dtype.itemsize > 4:  # float64: values can vanish
+        peak = np.abs(emb).max(axis=1, initial=0)
+        low = np.flatnonzero((peak > 0) & (peak < np.finfo(np.float32).tiny))
+        if len(low):
+            raise DataError(
+                f"{where}: row {int(low[0])} of embeddings is below float32's range (its "
+                f"largest value {float(peak[low[0]]):.3g} < {float(np.finfo(np.float32).tiny):.3g}"
+                "), where it would lose its digits or become zero; scale the embeddings up "
+                "(under normalize: true a scale changes no score)"
+            )
     return cast
 
 
