@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from dmlbench.metrics.retrieval import evaluate as retrieval
@@ -329,3 +330,170 @@ def test_a_hand_edited_external_record_with_a_line_break_is_skipped(
     proc = run_cli("report", "--results-dir", results, "--reports-dir", tmp_path / "r")
     assert str(path) in proc.stderr and "U+000A" in proc.stderr
     assert "fake" not in proc.stdout
+
+
+# ------------------------------------------------- own pass: evaluate, images, plugins, track
+
+
+def test_float64_wholly_below_float32s_range_is_one_line(folder: Path, tmp_path: Path) -> None:
+    """× 1e-300 became all-zero rows in float32 and was scored (at chance) without a word."""
+    with np.load(folder / "c.npz") as npz:
+        emb = npz["embeddings"].astype(np.float64) * 1e-300
+    proc = evaluate_cli(folder, changed(folder, tmp_path, embeddings=emb), "--model-name", "t")
+    one_error(proc, "changed.npz", "row 0 of embeddings is below float32's range")
+
+
+def test_embeddings_of_another_dtype_are_named(folder: Path, tmp_path: Path) -> None:
+    with np.load(folder / "c.npz") as npz:
+        emb = npz["embeddings"] > 0
+    proc = evaluate_cli(folder, changed(folder, tmp_path, embeddings=emb), "--model-name", "b")
+    one_error(proc, "changed.npz", "not bool of shape (320, 64)")
+
+
+def test_a_results_dir_that_is_a_file_is_refused_before_any_work(
+    folder: Path, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = run_cli(
+        "evaluate", "--protocol", folder / "tiny.yaml", "--embeddings", folder / "c.npz",
+        "--model-name", "x", "--results-dir", blocker / "results",
+    )  # fmt: skip
+    one_error(proc, str(blocker), "--results-dir")
+
+
+def test_a_decompression_bomb_header_is_one_line(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    from dmlbench.data.cache import decode, image_size
+    from dmlbench.errors import DataError
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+    png += chunk(b"IDAT", zlib.compress(b"\0" * 100)) + chunk(b"IEND", b"")
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(png)
+    for read in (lambda: decode(bomb, 32), lambda: image_size(bomb)):
+        with pytest.raises(DataError, match=r"bomb\.png: refused, Image size"):
+            read()
+
+
+def test_a_16_bit_grey_png_is_scaled_not_clipped(tmp_path: Path) -> None:
+    """Pillow's convert("RGB") clipped 16-bit grey at 255: every pixel above 255/65535 white."""
+    from PIL import Image
+
+    from dmlbench.data.cache import decode
+
+    wide = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000).astype(np.uint16)
+    Image.fromarray(wide).save(tmp_path / "g16.png")
+    pixels = decode(tmp_path / "g16.png", None)
+    assert pixels.shape == (3, 8, 8)
+    assert (pixels[0] == (wide >> 8)).all() and (pixels[0] == pixels[2]).all()
+    grey = Image.fromarray((wide >> 8).astype(np.uint8))
+    grey.save(tmp_path / "g8.png")  # an 8-bit image decodes as before
+    assert (decode(tmp_path / "g8.png", None)[1] == (wide >> 8)).all()
+
+
+@pytest.mark.parametrize("spelling", ["./ant/0.png", "ant//0.png", "bee/../ant/0.png"])
+def test_one_file_under_two_spellings_is_listed_twice(tmp_path: Path, spelling: str) -> None:
+    """Two rows of one file: a test image retrieved its own copy (Recall@1 inflated)."""
+    from PIL import Image
+
+    from dmlbench.data.custom import SplitSpec, index_entries
+    from dmlbench.errors import DataError
+
+    rows = ["path,label"]
+    for name in ("ant", "bee", "cat"):
+        (tmp_path / name).mkdir()
+        for j in range(2):
+            Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / name / f"{j}.png")
+            rows.append(f"{name}/{j}.png,{name}")
+    (tmp_path / "index.csv").write_text("\n".join([*rows, f"{spelling},ant"]) + "\n")
+    with pytest.raises(DataError, match=r"index.csv:8: .* is listed twice \(line 2\)"):
+        index_entries(tmp_path, SplitSpec(test_fraction=0.5))
+
+
+class _Loss(torch.nn.Module):
+    """A plugin's loss (this module is not dmlbench's): returns what it is given."""
+
+    def __init__(self, out: object) -> None:
+        super().__init__()
+        self.out = out
+
+    def forward(self, emb: torch.Tensor, labels: torch.Tensor) -> object:
+        if isinstance(self.out, BaseException):
+            raise self.out
+        return self.out(emb) if callable(self.out) else self.out
+
+
+@pytest.mark.parametrize(
+    ("out", "fragment"),
+    [(lambda e: e.sum(dim=1), "returned a tensor of shape (4,), not one number"),
+     (1.0, "returned a float, not a tensor"),
+     (None, "returned a NoneType, not a tensor"),
+     (lambda e: torch.tensor(3), "returned a torch.int64 tensor"),
+     (lambda e: e.sum().detach(), "returned a number without a gradient"),
+     (ValueError("boom in my loss"), "raised ValueError: boom in my loss"),
+     (SystemExit(0), "raised SystemExit: 0")],
+)  # fmt: skip
+def test_a_plugin_loss_that_returns_no_number_is_one_line(out: object, fragment: str) -> None:
+    from dmlbench.engine.train import _Stepper
+    from dmlbench.errors import PluginLossError
+    from dmlbench.options import Accel
+
+    net = torch.nn.Linear(3, 2)
+    step = _Stepper(net, _Loss(out), torch.optim.SGD(net.parameters(), lr=0.1),
+                    torch.device("cpu"), Accel())  # fmt: skip
+    with pytest.raises(PluginLossError, match="the loss _Loss") as err:
+        step(torch.ones(4, 3), torch.arange(4))
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "fragment"),
+    [("def (:\n", "importing it failed (SyntaxError"),
+     ("from dmlbench.methods import Method, register_method\n"
+      "@register_method('contrastive')\nclass M(Method):\n    paper = 'x'\n",
+      "method 'contrastive' is registered twice"),
+     ("from dmlbench.methods import Method, register_method\n"
+      "@register_method('../escape')\nclass M(Method):\n    paper = 'x'\n",
+      "method name '../escape' must be a slug")],
+)  # fmt: skip
+def test_a_plugin_that_fails_to_register_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, fragment: str
+) -> None:
+    from dmlbench.errors import DmlbenchError
+    from dmlbench.methods import METHODS, load_plugins
+
+    name = f"hostile_plugin_{abs(hash(source)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DmlbenchError, match=f"--plugin {name}: importing it failed") as err:
+        load_plugins([name])
+    assert fragment in str(err.value)
+    assert "../escape" not in METHODS
+
+
+@pytest.mark.parametrize(
+    "spec", ["tensorboard:/proc/dmlbench-x", "mlflow:/proc/dmlbench-x",
+             "mlflow:sqlite:////proc/dmlbench-x.db", "mlflow:http://127.0.0.1:9"],
+)  # fmt: skip
+def test_a_tracker_that_cannot_write_or_connect_is_one_line_at_once(spec: str) -> None:
+    """They were FileNotFoundError tracebacks, a traceback after 107 s, minutes of retries."""
+    import time
+
+    from dmlbench.engine.tracking import open_tracker
+    from dmlbench.errors import DmlbenchError
+
+    pytest.importorskip("mlflow") if spec.startswith("mlflow") else pytest.importorskip(
+        "tensorboard"
+    )
+    start = time.perf_counter()
+    with pytest.raises(DmlbenchError, match="--track") as err:
+        open_tracker(spec)
+    assert time.perf_counter() - start < 15 and "\n" not in str(err.value)
