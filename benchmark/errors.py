@@ -55,6 +55,11 @@ class MissingFile(DataError):
         self.paths = paths
 
 
+class PluginLossError(DmlbenchError):
+    """A method's loss returned something other than one number with a gradient, or a
+    plugin's loss raised: one line naming the method's loss and what it did."""
+
+
 class NonFiniteLossError(DmlbenchError):
     """Training produced a NaN or Inf loss; the trial fails with this reason."""
 

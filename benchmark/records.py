@@ -13,13 +13,14 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
@@ -95,23 +96,62 @@ class QueryHits(StrictModel):
         )
 
     def decode(self) -> tuple[Any, Any]:
-        """``(hits, classes)``: float64 0/1 hits and int64 classes, one per scored query."""
+        """``(hits, classes)``: float64 0/1 hits and int64 classes, one per scored query.
+
+        Raises:
+            ValueError: the stored bits or classes are not ``n`` long (a hand-edited ``n`` was
+                once silently cut to the bits stored), or are not base64 / zlib.
+        """
         import base64
+        import binascii
         import zlib
 
         import numpy as np
 
-        bits = np.frombuffer(base64.b64decode(self.hits), dtype=np.uint8)
+        try:
+            bits = np.frombuffer(base64.b64decode(self.hits, validate=True), dtype=np.uint8)
+            raw = zlib.decompress(base64.b64decode(self.classes, validate=True))
+        except (binascii.Error, zlib.error) as err:
+            raise ValueError(f"query_hits: not base64 of packed bits and zlib ({err})") from None
+        if len(bits) != -(-self.n // 8) or len(raw) != 4 * self.n:
+            raise ValueError(
+                f"query_hits.n is {self.n}, but {8 * len(bits)} bits (in {len(bits)} bytes) and "
+                f"{len(raw) // 4} classes are stored"
+            )
         hits = np.unpackbits(bits)[: self.n].astype(np.float64)
-        raw = zlib.decompress(base64.b64decode(self.classes))
         return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
+
+
+# Characters a free-text field must not hold: C0/C1 controls (a newline in ``--trained-by``
+# once ended a table row and started a fabricated one), line and paragraph separators, and
+# the bidirectional overrides that make a cell read other than it is stored.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+MAX_FREE_TEXT = 500  # characters: a table cell, not a document
+
+
+def free_text(value: str, what: str = "text") -> str:
+    """``value`` once it is one line a table can show as it is.
+
+    Raises:
+        ValueError: a control character (named by its code point) or more than
+            :data:`MAX_FREE_TEXT` characters.
+    """
+    if m := CONTROL_CHARACTERS.search(value):
+        raise ValueError(
+            f"{what} holds the control character U+{ord(m.group()):04X} at position "
+            f"{m.start()}: one line of printable text, please"
+        )
+    if len(value) > MAX_FREE_TEXT:
+        raise ValueError(f"{what} is {len(value)} characters long; at most {MAX_FREE_TEXT}")
+    return value
 
 
 class ExternalModel(StrictModel):
     """Who made the model an ``external`` record scores, and from what.
 
     The protocol's budget did not train it, so a board shows it apart from the methods and
-    never ranks it; these fields are what a reader needs to judge the number instead.
+    never ranks it; these fields are what a reader needs to judge the number instead. They are
+    free text shown in tables, so one printable line each (:func:`free_text`).
     """
 
     name: str = Field(min_length=1, description="the model's name, the record's method")
@@ -121,6 +161,11 @@ class ExternalModel(StrictModel):
     embeddings_sha256: str | None = Field(
         None, description="SHA-256 of the scored .npz file; none when a Python callable embedded"
     )
+
+    @field_validator("name", "trained_by", "trained_on")
+    @classmethod
+    def _one_printable_line(cls, value: str) -> str:
+        return free_text(value, "the text")
 
 
 class Record(StrictModel):
@@ -292,7 +337,91 @@ def save_record(record: Record, path: Path) -> Path:
 
 class DamagedRecord(ValueError):
     """A record file that parses as JSON but is not a record (``[1, 2]``, ``null``, ``42``), or
-    whose metrics are not all finite numbers."""
+    whose metrics are not all finite numbers, or that disagrees with itself (a hand edit)."""
+
+
+# The kind of every metric a record carries, by name: fractions (shown as %, in [0, 1]),
+# label distances (``mld@K``, unbounded, never negative) and query counts (whole numbers).
+# ``val_`` (a search trial's validation score) and ``ci_…_lo``/``_hi`` (an interval's ends)
+# keep the kind of the metric they qualify. A name not listed (a plugin's) is only required
+# to be finite.
+FRACTION_METRICS = ("recall@", "ndcg@", "map@r", "r_precision", "nmi")
+DISTANCE_METRICS = ("mld@",)
+COUNT_METRICS = ("queries", "lone_queries")
+# How far a fraction may stray from [0, 1] by float rounding (a mean of values in [0, 1] can
+# land one ulp outside); a hand edit such as 1.70 or -3.0 is refused.
+FRACTION_SLACK = 1e-9
+
+
+def metric_kind(name: str) -> str | None:
+    """``"fraction"``, ``"distance"``, ``"count"`` or ``None`` (a metric dmlbench does not
+    compute, whose range it does not know)."""
+    base = name.removeprefix("val_")
+    if base.startswith("ci_") and base.endswith(("_lo", "_hi")):
+        base = base[3:-3]
+    if base in COUNT_METRICS:
+        return "count"
+    if base.startswith(DISTANCE_METRICS):
+        return "distance"
+    if base.startswith(FRACTION_METRICS[:2]) or base in FRACTION_METRICS[2:]:
+        return "fraction"
+    return None
+
+
+def record_problem(record: Record) -> str | None:
+    """The first way ``record`` contradicts what dmlbench writes, naming the field; ``None``
+    when it has none.
+
+    Records are trusted by every table, so a hand edit must not pass as a result: an unknown
+    ``schema_version``, a metric that is not finite or outside its kind's range (``recall@1:
+    1.70`` printed as 170.0), a seed outside ``--seed``'s range, or query hits that disagree
+    with the record's own ``recall@1`` and ``queries`` (the confidence table computes its
+    interval from the hits, the main table shows the metric).
+    """
+    from dmlbench.protocol import MAX_SEED
+
+    if record.schema_version != SCHEMA_VERSION:
+        return (
+            f"schema_version {record.schema_version}: this dmlbench reads version "
+            f"{SCHEMA_VERSION} only (written by another dmlbench, or edited)"
+        )
+    if not 0 <= record.seed <= MAX_SEED:
+        return f"seed {record.seed}: must be in [0, {MAX_SEED}]"
+    for name, value in sorted(record.metrics.items()):
+        if not math.isfinite(value):
+            return f"metric {name} is {value}, not a finite number"
+        kind = metric_kind(name)
+        if kind == "fraction" and not -FRACTION_SLACK <= value <= 1 + FRACTION_SLACK:
+            return f"metric {name} is {value}: a fraction, it must be in [0, 1]"
+        if kind in ("distance", "count") and value < 0:
+            return f"metric {name} is {value}: a {kind}, it cannot be negative"
+        if kind == "count" and value != int(value):
+            return f"metric {name} is {value}: a number of queries, it must be whole"
+    lo, hi = record.metrics.get("ci_recall@1_lo"), record.metrics.get("ci_recall@1_hi")
+    if lo is not None and hi is not None and lo > hi:
+        return f"metric ci_recall@1_lo {lo} is above ci_recall@1_hi {hi}"
+    return _hits_problem(record)
+
+
+def _hits_problem(record: Record) -> str | None:
+    """How ``query_hits`` disagrees with the record's ``recall@1`` and ``queries``, if it does."""
+    if record.query_hits is None:
+        return None
+    try:
+        hits, _ = record.query_hits.decode()
+    except ValueError as err:
+        return str(err)
+    n = len(hits)
+    queries = record.metrics.get("queries")
+    if queries is not None and queries != n:
+        return f"query_hits holds {n} queries, metric queries is {queries:g}"
+    recall = record.metrics.get(record.query_hits.metric)
+    if recall is not None and n and abs(float(hits.sum()) - recall * n) >= 0.5:
+        return (
+            f"query_hits give {record.query_hits.metric} {hits.sum():g}/{n} = "
+            f"{hits.sum() / n:.6g}, metric {record.query_hits.metric} is {recall}"
+        )
+    return None
 
 
 def load_record(path: Path) -> Record:
@@ -303,15 +432,14 @@ def load_record(path: Path) -> Record:
     "—" or poison a mean, and a run that ended that way has nothing to report.
 
     Raises:
-        DamagedRecord: not a JSON object, or a metric is not a finite number.
+        DamagedRecord: not a JSON object, or it contradicts itself (:func:`record_problem`).
     """
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise DamagedRecord(f"a JSON {type(data).__name__}, not a record object")
     record = Record.model_validate(data)
-    for name, value in sorted(record.metrics.items()):
-        if not math.isfinite(value):
-            raise DamagedRecord(f"metric {name} is {value}, not a finite number")
+    if problem := record_problem(record):
+        raise DamagedRecord(problem)
     return record
 
 
@@ -326,9 +454,19 @@ def load_records(root: Path, skip: tuple[str, ...] = ()) -> tuple[list[Record], 
         try:
             records.append(load_record(path))
         except (OSError, ValueError, ValidationError) as err:  # JSON, UTF-8, DamagedRecord
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            problems.append(f"{path}: damaged record skipped ({first})")
+            problems.append(f"{path}: damaged record skipped ({why_damaged(err)})")
     return records, problems
+
+
+def why_damaged(err: Exception) -> str:
+    """One line saying why a record could not be read: the field and pydantic's reason for a
+    record that does not validate (its first line, "1 validation error for Record", named
+    neither), else the error's first line."""
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "the record"
+        return f"{field}: {first['msg']}"
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def record_precision(record: Record) -> str:

@@ -32,6 +32,7 @@ from dmlbench.data import DATASETS, DataSplits, load_data
 from dmlbench.engine import distributed
 from dmlbench.engine.artifacts import ModelCard, keep_artifacts
 from dmlbench.engine.evaluation import evaluate
+from dmlbench.engine.external import kept_file_arrays
 from dmlbench.engine.progress import RunTally
 from dmlbench.engine.progress import line as progress_line
 from dmlbench.engine.train import embed, image_channels, init_model, resolve_device, train
@@ -262,7 +263,8 @@ def run_one(
     if keep_as is not None:  # the untrained network is its seed's initialisation: no weights
         card = _model_card(protocol, method_name, hparams, seed, data)
         trained = None if method is None else model
-        artifacts = keep_artifacts(keep_as, card, embeddings, data.test, trained)
+        extra = kept_file_arrays(protocol, data, method_name, seed)  # dmlbench evaluate reads it
+        artifacts = keep_artifacts(keep_as, card, embeddings, data.test, trained, extra)
     return new_record(
         protocol,
         device=str(device),

@@ -61,6 +61,11 @@ def load_plugins(modules: list[str] | None = None) -> None:
             importlib.import_module(name)
         except ImportError as err:
             raise DmlbenchError(f"--plugin {name}: cannot import ({err})") from None
+        except (Exception, SystemExit) as err:  # its code failed: a syntax error, a name twice
+            first = (str(err).strip().splitlines() or [""])[0]
+            raise DmlbenchError(
+                f"--plugin {name}: importing it failed ({type(err).__name__}: {first})"
+            ) from err
 
 
 _import_builtin()

@@ -9,6 +9,7 @@ as pytorch-metric-learning's ``BaseMetricLossFunction`` owns reduction and leave
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
@@ -16,6 +17,7 @@ import numpy as np
 from torch import nn
 
 from dmlbench.errors import DmlbenchError, Registry
+from dmlbench.protocol import NAME_PATTERN
 
 if TYPE_CHECKING:
     import optuna
@@ -239,6 +241,11 @@ def register_method(name: str) -> Callable[[type[M]], type[M]]:
     def decorator(cls: type[M]) -> type[M]:
         if not cls.paper:
             raise ValueError(f"method {name} must cite its paper")
+        if re.fullmatch(NAME_PATTERN, name) is None:  # it names record files and table rows
+            raise ValueError(
+                f"method name {name!r} must be a slug (letters, digits and . _ - @ = + :, "
+                "starting with a letter or digit): it names the record's file"
+            )
         cls.name = name
         METHODS.add(name, cls)
         return cls

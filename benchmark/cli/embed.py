@@ -62,18 +62,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 def describe_kept(record: Any) -> dict[str, Any]:
     """What ``dmlbench evaluate`` records of the model by default: the run that trained it."""
-    import numpy as np
-
-    from dmlbench.records import UNTRAINED
+    from dmlbench.engine.external import model_arrays
 
     p = record.protocol
-    trained_on = (
-        f"nothing: the initialisation of seed {record.seed} under {p.name}"
-        if record.method == UNTRAINED
-        else f"the training split of {p.name} ({p.hash[:12]}), seed {record.seed}"
-    )
-    fields = {"model_name": record.method, "trained_by": "dmlbench", "trained_on": trained_on}
-    return {k: np.asarray(v) for k, v in fields.items()} | {"seed": np.asarray(record.seed)}
+    return model_arrays(record.method, p.name, p.hash, record.seed)
 
 
 def add_parser(subparsers: Any) -> None:

@@ -25,9 +25,13 @@ FLAGS = {"model_name": "--model-name", "trained_by": "--trained-by", "trained_on
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from dmlbench.engine.external import save_external, score_file
+    from dmlbench.errors import DmlbenchError
     from dmlbench.protocol import load_protocol
+    from dmlbench.records import folder_problem
     from dmlbench.report.tables import HIDDEN
 
+    if problem := folder_problem(Path(args.results_dir), "--results-dir"):
+        raise DmlbenchError(f"{problem}; the record is written there")  # before any work
     protocol = load_protocol(args.protocol)
     if args.no_search:  # the board `dmlbench run --no-search` writes (<protocol>@defaults)
         protocol = protocol.with_trials(0)

@@ -39,7 +39,10 @@ from dmlbench.data.npz_cache import DAMAGED
 from dmlbench.errors import DataError
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 1
+# 2: 16-bit grey PNGs are scaled to 8 bits instead of clipped to white (:func:`to_rgb`); every
+# other image decodes to the same pixels, but a cache of version 1 may hold clipped ones, so
+# each cache is rebuilt once.
+CACHE_VERSION = 2
 CHUNK = 1 << 24  # pixels.npy is checksummed per 16 MB
 BUILDING = ".building"  # lock file of a build in progress
 STALE_AFTER = 60.0  # seconds: an unlocked temp folder older than this is abandoned
@@ -61,6 +64,8 @@ def _open(path: Path):
         return Image.open(path)
     except FileNotFoundError:
         raise DataError(f"{path}: image file is missing") from None
+    except Image.DecompressionBombError as err:  # a header claiming billions of pixels
+        raise DataError(f"{path}: refused, {err}") from None
     except (UnidentifiedImageError, OSError, ValueError) as err:
         raise DataError(f"{path}: not a readable image ({err})") from None
 
@@ -71,6 +76,26 @@ def image_size(path: Path) -> tuple[int, int]:
         return img.size
 
 
+WIDE_GREY = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # 16-bit grey PNG, as Pillow opens it
+
+
+def to_rgb(img: Any) -> Any:
+    """``img`` as 8-bit RGB.
+
+    Pillow's ``convert("RGB")`` clips a 16-bit grey image (mode ``I;16``, or ``I``) at 255
+    instead of scaling it, so every pixel above 255 of 65535 became white: such images are
+    scaled to 8 bits first (the top 8 bits, as 16-bit RGB PNGs are read). Other modes
+    (grey, palette, RGBA, CMYK…) convert as before: their pixels do not change.
+    """
+    from PIL import Image
+
+    if img.mode not in WIDE_GREY:
+        return img.convert("RGB")
+    wide = np.asarray(img, dtype=np.int64)
+    grey = np.clip(wide, 0, 65535) >> 8
+    return Image.fromarray(grey.astype(np.uint8)).convert("RGB")  # uint8 2-D: mode L
+
+
 def decode(path: Path, resize: int | None) -> np.ndarray:
     """The image as uint8 (3, h, w) RGB, shorter side resized to ``resize``."""
     from PIL import Image
@@ -78,9 +103,11 @@ def decode(path: Path, resize: int | None) -> np.ndarray:
     with _open(path) as img:
         try:
             img.load()
-            rgb = img.convert("RGB")
+            rgb = to_rgb(img)
         except (OSError, ValueError, SyntaxError) as err:  # truncated or corrupt data
             raise DataError(f"{path}: corrupt image ({err})") from None
+        except Image.DecompressionBombError as err:
+            raise DataError(f"{path}: refused, {err}") from None
     if resize is not None:
         h, w = resized_shape(rgb.width, rgb.height, resize)
         if (h, w) != (rgb.height, rgb.width):

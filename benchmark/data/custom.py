@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import os
+import posixpath
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -204,9 +205,12 @@ def read_index(root: Path, path: Path) -> list[Row]:
         if row.get("split", "") not in ("", *SPLITS):
             raise DataError(f"{where}: split {row['split']!r} is neither train nor test")
         check_path(root, row["path"], where)
-        if row["path"] in seen:
-            raise DataError(f"{where}: {row['path']} is listed twice (line {seen[row['path']]})")
-        seen[row["path"]] = at
+        # One file under two spellings (ant/0.png, ./ant/0.png, ant//0.png) is listed twice
+        # too: a test image would retrieve its own copy and Recall@1 count it as a hit.
+        key = posixpath.normpath(row["path"].replace("\\", "/"))
+        if key in seen:
+            raise DataError(f"{where}: {row['path']} is listed twice (line {seen[key]})")
+        seen[key] = at
         rows.append(
             Row(row["path"], row["label"], row.get("split", ""), row.get("group", ""), where)
         )

@@ -12,7 +12,9 @@ For the record ``<folder>/<stem>.json``::
     <folder>/artifacts/<stem>.pt              the model's state_dict (torch.save, CPU tensors;
                                               loads with torch.load(weights_only=True))
     <folder>/artifacts/<stem>-embeddings.npz  embeddings (N, d) float32, labels, and the query
-                                              and gallery index arrays when the split has them
+                                              and gallery index arrays when the split has them;
+                                              with the split's order and the model's name, so
+                                              ``dmlbench evaluate`` reads it as it is
     <folder>/artifacts/<stem>-model.yaml      what rebuilds the network: the full protocol
                                               (derived ones included), method, hyper-parameters,
                                               seed, number of training classes, input shape
@@ -89,11 +91,15 @@ def keep_artifacts(
     embeddings: np.ndarray,
     split: Split,
     model: nn.Module | None,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Artifact]:
     """Write the kept files of the record that will be saved at ``record_path``.
 
     Args:
         model: the trained network, or ``None`` to keep no weights (the untrained row).
+        extra: more arrays for the embeddings file: the split's order and the model's
+            description (:func:`dmlbench.engine.external.kept_file_arrays`), so that
+            ``dmlbench evaluate`` scores the file as it is (it refused it for want of them).
 
     Returns:
         The record's ``artifacts``: each file's path (relative to the record's folder),
@@ -107,7 +113,7 @@ def keep_artifacts(
     if model is not None:
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         save_tensors(paths[WEIGHTS], state)
-    atomic_savez(paths[EMBEDDINGS], **split_arrays(embeddings, split))
+    atomic_savez(paths[EMBEDDINGS], **split_arrays(embeddings, split), **(extra or {}))
     atomic_write(paths[CARD], lambda fh: fh.write(card.to_yaml().encode("utf-8")))
     return {role: describe(record_path.parent, path) for role, path in paths.items()}
 

@@ -37,7 +37,7 @@ from dmlbench.data import DataSplits, load_data
 from dmlbench.data.base import Split, fingerprint_arrays
 from dmlbench.engine.evaluation import evaluate
 from dmlbench.errors import DataError
-from dmlbench.protocol import NAME_PATTERN, Protocol
+from dmlbench.protocol import MAX_SEED, NAME_PATTERN, Protocol
 from dmlbench.records import ExternalModel, Record, Timings, new_record, record_path, save_record
 
 SCORED_SPLIT = "test"
@@ -63,6 +63,30 @@ def order_arrays(
         "split_fingerprint": np.asarray(split_fingerprint(split, data_fingerprint, which)),
         "index": np.arange(len(split), dtype=np.int64),
     }
+
+
+def model_arrays(method: str, protocol: str, protocol_hash: str, seed: int) -> dict[str, Any]:
+    """What ``dmlbench evaluate`` records by default of a model a run of ``method`` trained:
+    its name, ``trained_by`` dmlbench, ``trained_on`` the protocol's training split (nothing
+    for the untrained row), and the run's seed, whose numbers the file then reproduces."""
+    from dmlbench.records import UNTRAINED
+
+    trained_on = (
+        f"nothing: the initialisation of seed {seed} under {protocol}"
+        if method == UNTRAINED
+        else f"the training split of {protocol} ({protocol_hash[:12]}), seed {seed}"
+    )
+    fields = {"model_name": method, "trained_by": "dmlbench", "trained_on": trained_on}
+    return {k: np.asarray(v) for k, v in fields.items()} | {"seed": np.asarray(seed)}
+
+
+def kept_file_arrays(
+    protocol: Protocol, data: DataSplits, method: str, seed: int
+) -> dict[str, np.ndarray]:
+    """The arrays a final run adds to its kept test embeddings (``…-embeddings.npz``): those
+    ``dmlbench embed --images test`` writes, so ``dmlbench evaluate`` reads either file."""
+    order = order_arrays(data.test, data.fingerprint, SCORED_SPLIT, protocol.name)
+    return order | model_arrays(method, protocol.name, protocol.hash, seed)
 
 
 def external_model(
@@ -108,7 +132,10 @@ def check_rows(
     """
     emb = _require(arrays, "embeddings", path)
     if emb.ndim != 2 or emb.shape[1] < 1 or emb.dtype.kind not in "fiu":
-        raise DataError(f"{path}: embeddings must be numbers of shape (N, d), not {emb.shape}")
+        raise DataError(
+            f"{path}: embeddings must be real numbers (float or integer) of shape (N, d), "
+            f"d >= 1, not {emb.dtype} of shape {emb.shape}"
+        )
     which = str(_require(arrays, "split", path))
     theirs = str(_require(arrays, "split_fingerprint", path))
     index = _require(arrays, "index", path)
@@ -116,7 +143,12 @@ def check_rows(
     ours = split_fingerprint(split, data.fingerprint, SCORED_SPLIT)
     if which != SCORED_SPLIT or theirs != ours:
         raise DataError(_other_split(path, which, str(arrays.get("protocol", "?")), protocol))
-    if len(emb) != len(split) or index.shape != (len(emb),):
+    if index.dtype.kind not in "iu" or index.ndim != 1:
+        raise DataError(
+            f"{path}: index must be integers of shape (N,), one image number per row, not "
+            f"{index.dtype} of shape {index.shape}; {HINT}"
+        )
+    if len(emb) != len(split) or len(index) != len(emb):
         raise DataError(
             f"{path}: {len(emb)} embeddings and {len(index)} index rows; the test split of "
             f"{protocol.name} has {len(split)} images"
@@ -131,10 +163,69 @@ def check_rows(
     labels = arrays.get("labels")
     if labels is not None and not np.array_equal(labels, split.labels):
         raise DataError(f"{path}: its labels differ from the test split's of {protocol.name}")
+    return finite_float32(emb, str(path))
+
+
+def finite_float32(emb: np.ndarray, where: str) -> np.ndarray:
+    """``emb`` as the float32 every metric computes in, once every value is finite there.
+
+    Checked after the cast: a float64 value beyond float32's range (±3.4e38) is finite in the
+    file and infinite once cast, and faiss then failed with a traceback; a float64 row whose
+    every value is below float32's smallest normal number (1.2e-38) would lose its digits or
+    become all zeros, and be scored wrong without a word.
+
+    Raises:
+        DataError: the first row that is not finite, as read or once cast.
+    """
     bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
     if len(bad):
-        raise DataError(f"{path}: row {int(bad[0])} of embeddings is not finite")
-    return np.asarray(emb, dtype=np.float32)
+        raise DataError(f"{where}: row {int(bad[0])} of embeddings is not finite")
+    with np.errstate(over="ignore"):
+        cast = np.asarray(emb, dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(cast).all(axis=1))
+    if len(bad):
+        raise DataError(
+            f"{where}: row {int(bad[0])} of embeddings is beyond float32's range "
+            f"(±{float(np.finfo(np.float32).max):.3g}), in which every metric is computed; "
+            "scale the embeddings down (under normalize: true a scale changes no score)"
+        )
+    if emb.dtype.kind == "f" and emb.dtype.itemsize > 4:  # float64: values can vanish
+        peak = np.abs(emb).max(axis=1, initial=0)
+        low = np.flatnonzero((peak > 0) & (peak < np.finfo(np.float32).tiny))
+        if len(low):
+            raise DataError(
+                f"{where}: row {int(low[0])} of embeddings is below float32's range (its "
+                f"largest value {float(peak[low[0]]):.3g} < {float(np.finfo(np.float32).tiny):.3g}"
+                "), where it would lose its digits or become zero; scale the embeddings up "
+                "(under normalize: true a scale changes no score)"
+            )
+    return cast
+
+
+def file_seed(arrays: dict[str, np.ndarray], path: Path) -> int:
+    """The file's ``seed`` array (a kept run's seed, whose numbers it then reproduces), else 0.
+
+    Range-checked like ``--seed``: a negative, fractional, non-numeric or too large value
+    once made numpy or faiss fail with a traceback, and 1.7 was silently read as 1.
+
+    Raises:
+        DataError: one line naming the file, the array and the range.
+    """
+    if "seed" not in arrays:
+        return 0
+    value = arrays["seed"]
+    bad = f"{path}: array 'seed' holds {_shown(value)}; it must be one integer in [0, {MAX_SEED}]"
+    if value.ndim != 0 or value.dtype.kind not in "iuf" or not np.isfinite(value):
+        raise DataError(bad + " (or pass --seed)")
+    number = float(value) if value.dtype.kind == "f" else int(value)
+    if number != int(number) or not 0 <= int(number) <= MAX_SEED:
+        raise DataError(bad + " (or pass --seed)")
+    return int(number)
+
+
+def _shown(value: np.ndarray) -> str:
+    text = np.array2string(value, threshold=4, max_line_width=60).replace("\n", " ")
+    return f"{text} ({value.dtype}, shape {value.shape})"
 
 
 def _require(arrays: dict[str, np.ndarray], key: str, path: Path) -> np.ndarray:
@@ -200,7 +291,7 @@ def score_file(
     started = time.perf_counter()
     arrays, sha = read_file(path)
     if seed is None:
-        seed = int(arrays["seed"]) if arrays.get("seed", np.empty(1)).ndim == 0 else 0
+        seed = file_seed(arrays, path)
     data = load_data(protocol, data_root)
     embeddings = check_rows(arrays, path, protocol, data)
     model = describe(arrays, int(embeddings.shape[1]), sha)
@@ -251,8 +342,9 @@ def evaluate_external(
     started = time.perf_counter()
     data = load_data(protocol, data_root)
     emb = embed(_Embedder(embed_fn), data.test, device, batch_size)
-    if emb.ndim != 2 or not np.isfinite(emb).all():
+    if emb.ndim != 2 or emb.dtype.kind not in "fiu":
         raise DataError(f"{name}: embeddings must be finite numbers of shape (N, d)")
+    emb = finite_float32(emb, name)
     model = external_model(name, trained_by, trained_on, int(emb.shape[1]))
     record = score(protocol, emb, data, model, seed, str(device), started)
     if results_dir is not None:

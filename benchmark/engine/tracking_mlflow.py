@@ -44,13 +44,55 @@ def tracking_uri(where: str) -> str:
     Raises:
         DmlbenchError: ``where`` is a path to a file, not a folder.
     """
+    from dmlbench.engine.tracking import writable
+
+    if where.startswith("sqlite:///"):  # its folder must exist and take a file: else SQLite
+        # failed after a minute of retries, with a traceback
+        db = Path(where.removeprefix("sqlite:///"))
+        writable(db.parent, f"mlflow:{where}")
+        return where
+    if where.startswith(("http://", "https://")):
+        reachable(where)
+        return where
     if "://" in where:
         return where
     folder = Path(where)
     if folder.exists() and not folder.is_dir():
         raise DmlbenchError(f"--track mlflow:{where}: {folder} is a file, not a folder")
+    writable(folder, f"mlflow:{where}")
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(folder / DB_FILE).resolve()}"
+
+
+CONNECT_TIMEOUT = 10.0  # seconds to open a TCP connection to a tracking server
+
+
+def reachable(uri: str) -> None:
+    """Refuse a tracking server that does not accept a connection within
+    :data:`CONNECT_TIMEOUT` (MLflow's client retried for minutes before failing).
+
+    Raises:
+        DmlbenchError: one line naming the server and the reason.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise DmlbenchError(f"--track mlflow:{uri}: not a valid port") from None
+    if not parts.hostname:
+        raise DmlbenchError(f"--track mlflow:{uri}: no host name")
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT):
+            pass
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise DmlbenchError(
+            f"--track mlflow:{uri}: cannot reach {parts.hostname}:{port} ({why}); start the "
+            "server, or track into a folder (--track mlflow:DIR)"
+        ) from None
 
 
 def mlflow_key(name: str) -> str:
@@ -109,6 +151,9 @@ class MlflowTracker:
             self.client.search_experiments(max_results=1)
         except MlflowException as err:
             raise DmlbenchError(f"--track {self.spec}: {_one_line(err)}") from None
+        except Exception as err:  # SQLAlchemy's, requests': a store that cannot be opened
+            first = _one_line(err)[:300]
+            raise DmlbenchError(f"--track {self.spec}: {type(err).__name__}: {first}") from None
         self._experiments: dict[str, str] = {}
 
     def open_run(self, name: str) -> RunLog:

@@ -17,6 +17,7 @@ summary. Console capture is off (dmlbench's output stays where it was) and W&B p
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,7 +62,15 @@ class WandbTracker:
             refused = "".join(sorted(BAD_PROJECT))
             raise DmlbenchError(f"--track {self.spec}: a W&B project name may not hold {refused}")
         self.project = project
-        self.mode = wandb.setup().settings.mode
+        try:
+            self.mode = wandb.setup().settings.mode
+        except Exception as err:  # pydantic's, for WANDB_MODE=bogus or an empty WANDB_MODE
+            first = " ".join(str(err).split())[:200]
+            raise DmlbenchError(
+                f"--track {self.spec}: W&B refuses its settings from the environment "
+                f"(WANDB_MODE={os.environ.get('WANDB_MODE', '')!r}: {type(err).__name__}: "
+                f"{first}); WANDB_MODE is online, offline or disabled"
+            ) from None
         if self.mode not in LOCAL_MODES and not wandb.login(prompt=False, verify=False):
             raise DmlbenchError(
                 f"--track {self.spec}: no W&B credentials (run wandb login or set "

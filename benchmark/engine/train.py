@@ -28,7 +28,7 @@ from dmlbench.engine.checkpoint import (
     save_checkpoint,
 )
 from dmlbench.engine.tracking import NullRun, RunLog
-from dmlbench.errors import DmlbenchError, NonFiniteLossError
+from dmlbench.errors import DmlbenchError, NonFiniteLossError, PluginLossError
 from dmlbench.methods import Method
 from dmlbench.models import build_model
 from dmlbench.options import Accel
@@ -418,14 +418,61 @@ class _Stepper:
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):
             emb = self.forward(x)
         emb = distributed.all_gather_with_grad(emb.float())  # no-op in one process
-        loss = self.loss_fn(emb, distributed.all_gather_tensor(y))
+        loss = self._loss(emb, distributed.all_gather_tensor(y))
         value = float(loss.detach())
         if np.isfinite(value):
+            if not loss.requires_grad:
+                raise PluginLossError(f"{self._name()} returned {_what(loss)}; {LOSS_CONTRACT}")
             self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
             self.scaler.update()
         return value
+
+    def _loss(self, emb: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss of one batch, once shown to be one floating-point number.
+
+        A plugin's loss that raises is one line naming it and the exception (``--debug``
+        shows the traceback); dmlbench's own losses, and out-of-memory errors, raise as they
+        are (a search counts an out-of-memory trial against its budget by its type).
+        """
+        try:
+            loss = self.loss_fn(emb, y)
+        except (torch.OutOfMemoryError, MemoryError, KeyboardInterrupt, DmlbenchError):
+            raise
+        except (Exception, SystemExit) as err:
+            if type(self.loss_fn).__module__.startswith(OWN_MODULES):
+                raise
+            first = (str(err).strip().splitlines() or [""])[0]
+            raise PluginLossError(
+                f"{self._name()} raised {type(err).__name__}: {first[:300]}"
+            ) from err
+        if not torch.is_tensor(loss) or loss.numel() != 1 or not loss.is_floating_point():
+            raise PluginLossError(f"{self._name()} returned {_what(loss)}; {LOSS_CONTRACT}")
+        return loss
+
+    def _name(self) -> str:
+        cls = type(self.loss_fn)
+        return f"the loss {cls.__name__} (module {cls.__module__})"
+
+
+# A loss from these modules is dmlbench's or a library's: its exceptions keep their traceback.
+OWN_MODULES = ("dmlbench.", "pytorch_metric_learning.", "torch.")
+LOSS_CONTRACT = (
+    "a method's loss must return one floating-point number as a tensor, computed from the "
+    "embeddings (with a gradient)"
+)
+
+
+def _what(loss: object) -> str:
+    """What a loss returned, in words (for :class:`PluginLossError`)."""
+    if not torch.is_tensor(loss):
+        return f"a {type(loss).__name__}, not a tensor"
+    if loss.numel() != 1:
+        return f"a tensor of shape {tuple(loss.shape)}, not one number"
+    if not loss.is_floating_point():
+        return f"a {loss.dtype} tensor, not a floating-point one"
+    return "a number without a gradient (detached, or not computed from the embeddings)"
 
 
 def training_targets(split: Split) -> torch.Tensor:

@@ -28,7 +28,7 @@ from dmlbench.data.base import Split
 from dmlbench.data.dense import exact_knn, label_distance_for
 from dmlbench.errors import DataError
 from dmlbench.metrics.catalogue import MLD, NDCG
-from dmlbench.metrics.retrieval import knn, l2_normalize
+from dmlbench.metrics.retrieval import knn, metric_space
 from dmlbench.protocol import MetricsSpec
 
 
@@ -71,9 +71,7 @@ def evaluate_continuous(
     ks = [*spec.ndcg_at, *spec.label_distance_at]
     if not ks:
         return {}
-    x = np.asarray(embeddings, dtype=np.float32)
-    if spec.normalize:
-        x = l2_normalize(x)
+    x = metric_space(embeddings, spec.normalize)
     same_source = split.gallery is None  # queries drawn from the gallery exclude themselves
     q_idx = np.arange(len(x)) if split.queries is None else np.asarray(split.queries)
     g_idx = np.arange(len(x)) if split.gallery is None else np.asarray(split.gallery)

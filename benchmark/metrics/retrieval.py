@@ -46,9 +46,53 @@ log = logging.getLogger(__name__)
 MIN_FIRST_K = 16  # the first k-NN list is at least this long (a few more neighbours are free)
 
 
+# Rows whose largest absolute value lies in [SAFE_LOW, SAFE_HIGH] are normalised by today's
+# float32 arithmetic, unchanged (every committed number comes from it): their squares neither
+# overflow nor underflow and their norm is above the 1e-12 floor. Rows outside are first
+# multiplied by a power of two, which is exact, so a row scaled by 2**k normalises to the same
+# bits as the row itself.
+SAFE_LOW = 2.0**-33  # ~1.2e-10: squares ~1e-20, far above float32's smallest normal 1.2e-38
+SAFE_HIGH = 2.0**50  # ~1.1e15: squares ~1.3e30, a sum of 10**8 of them below float32's 3.4e38
+UNNORMALISED_LOW = 2.0**-20  # ~1e-6: squared distances above knn's 1e-12 tie-scale floor
+
+
 def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Each row divided by its Euclidean norm (an all-zero row stays zero).
+
+    Squaring in float32 overflows beyond ~1e19 (every row became zero: Recall@1 0.005 on
+    embeddings x 1e20) and underflows below ~1e-19 (rows divided by the 1e-12 floor never
+    reached the unit sphere); under ``normalize: true`` scaling cannot change a score, so rows
+    outside the safe range are brought into it by an exact power of two first.
+    """
+    peak = np.abs(x).max(axis=1, keepdims=True, initial=0) if x.size else None
+    if peak is not None:
+        outside = ((peak > SAFE_HIGH) | (peak < SAFE_LOW)) & (peak > 0) & np.isfinite(peak)
+        if outside.any():
+            exponent = np.frexp(peak)[1]  # peak = m * 2**exponent, 0.5 <= m < 1
+            x = np.ldexp(x, np.where(outside, -exponent, 0).astype(np.int32))
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.maximum(norms, 1e-12)
+
+
+def in_safe_range(x: np.ndarray) -> np.ndarray:
+    """Unnormalised embeddings (``normalize: false``), scaled as a whole by a power of two
+    when their largest value would make squared distances overflow or underflow in float32.
+
+    A common power-of-two factor is exact and changes no ranking and no k-means assignment,
+    so every metric is the same as on the unscaled embeddings, where those can be computed;
+    embeddings already in range are returned as they are (the same bits).
+    """
+    peak = float(np.abs(x).max(initial=0)) if x.size else 0.0
+    if peak == 0 or not np.isfinite(peak) or UNNORMALISED_LOW <= peak <= SAFE_HIGH:
+        return x
+    return np.ldexp(x, np.int32(-np.frexp(peak)[1])).astype(x.dtype, copy=False)
+
+
+def metric_space(embeddings: np.ndarray, normalize: bool) -> np.ndarray:
+    """The float32 points every metric is computed on: L2-normalised rows when the protocol
+    says so, else the embeddings in a range where float32 distances are exact enough."""
+    x = np.asarray(embeddings, dtype=np.float32)
+    return l2_normalize(x) if normalize else in_safe_range(x)
 
 
 def knn(
@@ -325,9 +369,7 @@ def evaluate(
             each query excluding itself, never retrieving itself.
         seed: seed of the k-means used for NMI.
     """
-    x = np.asarray(embeddings, dtype=np.float32)
-    if spec.normalize:
-        x = l2_normalize(x)
+    x = metric_space(embeddings, spec.normalize)
     labels = np.asarray(labels)
     same_source = gallery is None  # queries drawn from the gallery: each excludes itself
     q_idx = np.arange(len(x)) if queries is None else np.asarray(queries)

@@ -85,10 +85,9 @@ def recall_at_1_hits_and_classes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`recall_at_1_hits` and the class of each scored query (the bootstrap's groups:
     queries of one class share their gallery positives, so they are resampled together)."""
-    from dmlbench.metrics.retrieval import knn, l2_normalize
+    from dmlbench.metrics.retrieval import knn, metric_space
 
-    x = np.asarray(embeddings, dtype=np.float32)
-    x = l2_normalize(x) if normalize else x
+    x = metric_space(embeddings, normalize)
     labels = np.asarray(labels).reshape(-1)
     same = queries is None
     q = np.arange(len(x)) if queries is None else np.asarray(queries)

@@ -8,6 +8,7 @@ comparison would be exactly the unfair comparison this project exists to avoid.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ import pandas as pd
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics import catalogue
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import UNTRAINED, Record, record_precision
+from dmlbench.records import CONTROL_CHARACTERS, UNTRAINED, Record, record_precision
 
 HIDDEN = {"queries", "lone_queries"}
 
@@ -211,9 +212,30 @@ def to_csv(frame: pd.DataFrame) -> str:
     return frame.to_csv(na_rep="")
 
 
+def markdown_cell(value: object) -> str:
+    """``value`` as the text of one Markdown table cell, whatever it holds.
+
+    A ``|`` would end the cell (``--trained-by 'x | 99.9 | ...'`` once added columns), a line
+    break the row, and HTML renders on GitHub: so ``|`` is escaped, ``&``, ``<`` and ``>``
+    become entities and control characters a space. Text without them is unchanged (every
+    committed table).
+    """
+    text = CONTROL_CHARACTERS.sub(" ", str(value))
+    if not _MARKDOWN_SPECIAL.search(text):
+        return text
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|")
+
+
+_MARKDOWN_SPECIAL = re.compile(r"[|&<>]")
+
+
 def render_markdown(formatted: pd.DataFrame, index_name: str = "method") -> str:
-    headers = [index_name, *map(str, formatted.columns)]
-    rows = [[str(i), *map(str, r)] for i, r in zip(formatted.index, formatted.values, strict=True)]
+    headers = [markdown_cell(index_name), *map(markdown_cell, formatted.columns)]
+    rows = [
+        [markdown_cell(i), *map(markdown_cell, r)]
+        for i, r in zip(formatted.index, formatted.values, strict=True)
+    ]
     widths = [
         max(len(h), *(len(r[j]) for r in rows)) if rows else len(h) for j, h in enumerate(headers)
     ]

@@ -24,7 +24,7 @@ from dmlbench.data.base import Split
 from dmlbench.engine import progress
 from dmlbench.engine.checkpoint import TrainingInterrupted
 from dmlbench.engine.tracking import RunLog, Shifted, Tracker, current
-from dmlbench.errors import NonFiniteLossError
+from dmlbench.errors import DmlbenchError, NonFiniteLossError
 from dmlbench.methods import METHODS, HParams, method_for
 from dmlbench.metrics.selection import validation_spec
 from dmlbench.options import RunOptions, SearchOptions
@@ -232,8 +232,15 @@ def _run_trial(
         study.tell(trial, state=TrialState.FAIL)
         study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
         raise
-    except Exception as err:  # a setting that cannot run (batch needs more classes than a
-        # fold has, out of memory...): that trial fails with its reason, the study goes on
+    except DmlbenchError as err:  # a setting that cannot run (a batch needs more classes
+        # than a fold has, a plugin's loss returns no number): the reason, one line; a bug
+        # below keeps its traceback in the log
+        state, reason = TrialState.FAIL, f"{type(err).__name__}: {err}"
+        trial.set_user_attr("fail_reason", reason)
+        study.tell(trial, state=TrialState.FAIL)
+        log.warning("trial %d of %s failed: %s; the study goes on", trial.number, method, reason)
+    except Exception as err:  # out of memory at a sampled size, a bug: that trial fails with
+        # its reason, the study goes on
         state, reason = TrialState.FAIL, f"{type(err).__name__}: {err}"
         trial.set_user_attr("fail_reason", reason)
         study.tell(trial, state=TrialState.FAIL)
