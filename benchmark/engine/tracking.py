@@ -35,6 +35,7 @@ from dmlbench.engine.tracking_base import (
     finite_values,
     plain_value,
     run_labels,
+    writable,
 )
 from dmlbench.errors import DmlbenchError
 
@@ -179,23 +180,6 @@ def open_tracker(spec: str | None) -> Tracker:
         raise DmlbenchError(f"--track {spec}: {root} is a file, not a folder")
     writable(root, spec)
     return TensorBoardTracker(root)
-
-
-def writable(folder: Path, spec: str) -> None:
-    """Refuse a tracking folder that cannot be written, before any work (it once failed with
-    a FileNotFoundError traceback when its parent could not be created, e.g. under /proc).
-
-    Raises:
-        DmlbenchError: one line naming the flag, the folder and why.
-    """
-    from dmlbench.records import folder_problem
-
-    try:
-        problem = folder_problem(folder, f"--track {spec}")
-    except DmlbenchError as err:
-        raise DmlbenchError(f"--track {spec}: {err}") from None
-    if problem:
-        raise DmlbenchError(f"{problem}; the tracked runs are written there")
 
 
 _CURRENT: list[Tracker] = [NullTracker()]

@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 from dmlbench.errors import DmlbenchError
@@ -76,3 +77,20 @@ def run_labels(name: str) -> dict[str, str]:
     protocol, _, rest = name.partition("/")
     digest = rest.partition("/")[0]
     return {"protocol": protocol, "protocol_hash": digest, "record": f"{name}.json"}
+
+
+def writable(folder: Path, spec: str) -> None:
+    """Refuse a tracking folder that cannot be written, before any work (it once failed with
+    a FileNotFoundError traceback when its parent could not be created, e.g. under /proc).
+
+    Raises:
+        DmlbenchError: one line naming the flag, the folder and why.
+    """
+    from dmlbench.records import folder_problem
+
+    try:
+        problem = folder_problem(folder, f"--track {spec}")
+    except DmlbenchError as err:
+        raise DmlbenchError(f"--track {spec}: {err}") from None
+    if problem:
+        raise DmlbenchError(f"{problem}; the tracked runs are written there")

@@ -32,6 +32,7 @@ from dmlbench.engine.tracking_base import (
     finite_values,
     plain_value,
     run_labels,
+    writable,
 )
 from dmlbench.errors import DmlbenchError
 
@@ -44,7 +45,6 @@ def tracking_uri(where: str) -> str:
     Raises:
         DmlbenchError: ``where`` is a path to a file, not a folder.
     """
-    from dmlbench.engine.tracking import writable
 
     if where.startswith("sqlite:///"):  # its folder must exist and take a file: else SQLite
         # failed after a minute of retries, with a traceback
