@@ -20,14 +20,8 @@ import pkgutil
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dmlbench.data.base import (
-        DATASETS,
-        About,
-        DatasetSource,
-        DataSplits,
-        Split,
-        load_data,
-    )
+    from dmlbench.data.about import About
+    from dmlbench.data.base import DATASETS, DatasetSource, DataSplits, Split, load_data
 
 __all__ = ["DATASETS", "About", "DataSplits", "DatasetSource", "Split", "load_data"]
 

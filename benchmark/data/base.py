@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
-from dmlbench.data.prepare import Spec
+from dmlbench.data.about import About
 from dmlbench.errors import MissingFile, Registry
 
 if TYPE_CHECKING:
@@ -142,43 +142,6 @@ class DataSplits:
     test: Split
     fingerprint: str
     info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class About:
-    """What is known of a data set beyond its loader, kept beside the loader.
-
-    The command line (``dmlbench data prepare``/``figure``), the cross-data-set report and the
-    published tables read these instead of lists of their own, so that adding a data set is
-    its module, its protocol and the lock (docs/development.md "Add a data set").
-
-    Attributes:
-        source: where the images come from (a paper's release, installed packages, generated).
-        licence: the images' licence, or where the prepared folder's record of it is; the
-            per-image records stay with the code that writes them (:mod:`dmlbench.data.licences`,
-            ``licences.yaml`` of the emoji and icons sets), and are not repeated here.
-        citation: the paper to cite for the data, empty where there is none.
-        splits: how train and test are drawn (the protocol's ``data.params`` may refine it).
-        prepare: what ``dmlbench data prepare NAME`` does: a :class:`~dmlbench.data.prepare.Spec`
-            (download and verify an archive, or print where the files go), ``"render"`` (render
-            from installed packages with the module's ``prepare``/``prepared_root``), or
-            ``None`` (nothing to prepare: generated in memory, or the user's own folder).
-        figure: ``dmlbench data figure NAME`` draws it (the module's ``FIGURE_CLASSES`` by its
-            ``FIGURE_SOURCES``).
-        paper_benchmark: one of the benchmarks papers report on; the cross-data-set report
-            says when none of its boards is.
-        published_protocols: the shipped protocols on this data set whose numbers pair with
-            published ones (:mod:`dmlbench.report.published`).
-    """
-
-    source: str = ""
-    licence: str = ""
-    citation: str = ""
-    splits: str = ""
-    prepare: Spec | Literal["render"] | None = None
-    figure: bool = False
-    paper_benchmark: bool = False
-    published_protocols: tuple[str, ...] = ()
 
 
 class DatasetSource:

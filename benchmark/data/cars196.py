@@ -23,9 +23,9 @@ import csv
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from dmlbench.data.base import DATASETS, About
+from dmlbench.data.about import About, Spec
+from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, require_file, to_int, walk_files
-from dmlbench.data.prepare import Spec
 from dmlbench.errors import DataError, MissingFile
 from dmlbench.protocol import FrozenModel, Int
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from dmlbench.data.base import DATASETS, About
+from dmlbench.data.about import About, Archive, Spec
+from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, read_rows, to_int
-from dmlbench.data.prepare import Archive, Spec
 from dmlbench.errors import DataError
 from dmlbench.protocol import FrozenModel, Int
 

@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, model_validator
 
-from dmlbench.data.base import DATASETS, About, DataSplits
+from dmlbench.data.about import About
+from dmlbench.data.base import DATASETS, DataSplits
 from dmlbench.data.cache import image_size, resized_shape
 from dmlbench.data.files import Entry, ImageSource, require_file, require_root
 from dmlbench.data.transforms import output_size

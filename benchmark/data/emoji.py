@@ -45,7 +45,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, features
 from pydantic import Field
 
-from dmlbench.data.base import DATASETS, About
+from dmlbench.data.about import About
+from dmlbench.data.base import DATASETS
 from dmlbench.data.rendered import (
     GroupSplitParams,
     RenderedImages,

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dmlbench.data.about import About
 from dmlbench.data.base import (
     DATASETS,
-    About,
     ArrayImages,
     DatasetSource,
     DataSplits,

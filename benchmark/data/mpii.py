@@ -39,7 +39,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from dmlbench.data.base import DATASETS, About, DatasetSource, DataSplits, Split, fingerprint_arrays
+from dmlbench.data.about import About
+from dmlbench.data.base import DATASETS, DatasetSource, DataSplits, Split, fingerprint_arrays
 from dmlbench.errors import DataError, MissingFile
 from dmlbench.protocol import MAX_K, Float, FrozenModel, ImagesSpec, Int
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
+from dmlbench.data.about import About
 from dmlbench.data.base import (
     DATASETS,
-    About,
     ArrayImages,
     DatasetSource,
     DataSplits,

@@ -25,27 +25,13 @@ import shutil
 import tarfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
+from dmlbench.data.about import Archive, Spec
 from dmlbench.errors import DataError, DmlbenchError
 
 MANIFEST = "dmlbench-manifest.json"
-
-
-@dataclass(frozen=True)
-class Archive:
-    url: str
-    sha256: str
-    strip: str = ""  # leading folder of the members, removed on extraction
-
-
-@dataclass(frozen=True)
-class Spec:
-    archive: Archive | None
-    layout: str  # what must exist under ROOT ({root} is substituted)
-    where: str  # where to get the files by hand
 
 
 def specs() -> dict[str, Spec]:
@@ -255,7 +241,7 @@ def prepare(
     if url is not None:
         if archive is None and sha256 is None:
             raise DmlbenchError(f"{name}: --url needs --sha256 (no official archive to check)")
-        archive = Archive(url, sha256 or archive.sha256, archive.strip if archive else "")  # type: ignore[union-attr]
+        archive = Archive(url, sha256 or archive.sha256, archive.strip if archive else "")
     elif archive is not None and sha256 is not None:
         archive = Archive(archive.url, sha256, archive.strip)
     if archive is None:

@@ -13,7 +13,8 @@ import textwrap
 from pathlib import Path
 
 from dmlbench.data import DATASETS, source_modules
-from dmlbench.data.prepare import Spec, specs
+from dmlbench.data.about import Spec
+from dmlbench.data.prepare import specs
 
 SQUARES = '''
 """squares: one class per square size, drawn in memory (the docs' worked example)."""
@@ -24,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dmlbench.data.about import About
 from dmlbench.data.base import (
     DATASETS,
-    About,
     ArrayImages,
     DatasetSource,
     DataSplits,

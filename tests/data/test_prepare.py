@@ -14,6 +14,7 @@ import pytest
 
 from dmlbench.cli.main import main
 from dmlbench.data import DATASETS, prepare
+from dmlbench.data.about import Spec
 from dmlbench.errors import DataError
 from tests.data.fixtures import make_cars_mat, make_cub, make_sop
 
@@ -35,7 +36,7 @@ def test_download_verify_extract_and_manifest(
     archive, digest = cub_archive(tmp_path)
     cub = DATASETS.get("cub200")
     spec = cub.about.prepare
-    assert isinstance(spec, prepare.Spec) and spec.archive is not None
+    assert isinstance(spec, Spec) and spec.archive is not None
     official = dataclasses.replace(spec.archive, url=archive.as_uri(), sha256=digest)
     about = dataclasses.replace(cub.about, prepare=dataclasses.replace(spec, archive=official))
     monkeypatch.setattr(cub, "about", about)
