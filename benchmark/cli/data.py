@@ -5,17 +5,54 @@ data audit``: look-alike classes and near-blank images (:mod:`dmlbench.data.audi
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from dmlbench.data.prepare import SPECS, prepare
+from dmlbench.data.prepare import prepare
 from dmlbench.errors import DataError
 
-# Rendered from installed packages, not downloaded: prepared into --root, or the cache.
-RENDERED = {"emoji": "dmlbench.data.emoji", "icons": "dmlbench.data.icons"}
+
+def rendered() -> dict[str, str]:
+    """Data sets rendered from installed packages, not downloaded (prepared into --root, or
+    the cache), with the module that renders them: read from the sources' ``About.prepare``."""
+    from dmlbench.data import DATASETS
+
+    classes = {name: DATASETS.get(name) for name in DATASETS.list()}
+    return {name: cls.__module__ for name, cls in classes.items() if cls.about.prepare == "render"}
+
+
+def with_figure() -> list[str]:
+    """Data sets ``dmlbench data figure`` draws (``About.figure``)."""
+    from dmlbench.data import DATASETS
+
+    return [name for name in DATASETS.list() if DATASETS.get(name).about.figure]
+
+
+def preparable() -> list[str]:
+    """Data sets ``dmlbench data prepare`` knows: fetched or explained, or rendered."""
+    from dmlbench.data.prepare import specs
+
+    return sorted([*specs(), *rendered()])
+
+
+class LazyChoices:
+    """An argparse ``choices`` read from the registry when a command line is checked or help
+    is printed, not when the parser is built: the registry imports every source (torch), and
+    building the parser must not (tests/data/test_package.py). Give the argument a
+    ``metavar``: argparse formats one from the choices as soon as the argument is added."""
+
+    def __init__(self, names: Callable[[], list[str]]) -> None:
+        self._names = names
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._names()))
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    if args.name in RENDERED:
+    if args.name in rendered():
         return prepare_rendered(args.name, args.root)
     if args.root is None:
         raise DataError(f"{args.name}: --root DIR is required (the protocol's data.root)")
@@ -36,7 +73,7 @@ def prepare_rendered(name: str, root: str | None) -> int:
 
     from dmlbench.data.base import cache_dir
 
-    module = importlib.import_module(RENDERED[name])
+    module = importlib.import_module(rendered()[name])
     start = time.perf_counter()
     if root is None:
         done = module.prepared_root(cache_dir())
@@ -51,10 +88,11 @@ def cmd_figure(args: argparse.Namespace) -> int:
     by its sources, from ``--root`` or the cache (prepared on first use)."""
     import importlib
 
+    from dmlbench.data import DATASETS
     from dmlbench.data.base import cache_dir
     from dmlbench.data.rendered import figure
 
-    module = importlib.import_module(RENDERED[args.name])
+    module = importlib.import_module(DATASETS.get(args.name).__module__)
     root = Path(args.root).expanduser() if args.root else module.prepared_root(cache_dir())
     classes = args.classes.split(",") if args.classes else module.FIGURE_CLASSES
     print(figure(root, classes, module.FIGURE_SOURCES, Path(args.out)))
@@ -102,7 +140,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    prep.add_argument("name", choices=sorted([*SPECS, *RENDERED]), help="data set")
+    prep.add_argument(
+        "name", choices=LazyChoices(preparable), metavar="NAME", help="data set: %(choices)s"
+    )
     prep.add_argument(
         "--root",
         default=None,
@@ -131,7 +171,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog="example:\n  dmlbench data figure icons --out icons.png --classes go-next,printer",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    fig.add_argument("name", choices=sorted(RENDERED), help="rendered data set")
+    fig.add_argument(
+        "name",
+        choices=LazyChoices(with_figure),
+        metavar="NAME",
+        help="rendered data set: %(choices)s",
+    )
     fig.add_argument("--out", required=True, help="PNG file to write")
     fig.add_argument(
         "--root", default=None, help="a prepared root (default: the cache, prepared on first use)"

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel
 
+from dmlbench.data.about import About
 from dmlbench.errors import MissingFile, Registry
 
 if TYPE_CHECKING:
@@ -144,12 +145,17 @@ class DataSplits:
 
 
 class DatasetSource:
-    """Base of every registered data set. Subclasses set ``Params`` and implement ``load``."""
+    """Base of every registered data set. Subclasses set ``Params`` and implement ``load``.
+
+    ``description`` is the one line ``dmlbench list datasets`` prints; ``about`` the rest of
+    what is known of the data set (:class:`About`).
+    """
 
     Params: ClassVar[type[BaseModel]]
     label_kind: ClassVar[LabelKind] = "class"
     description: ClassVar[str] = ""
     reads_root: ClassVar[bool] = True  # False: generated, a data root means nothing to it
+    about: ClassVar[About] = About()
 
     def load(self, params: BaseModel, root: Path | None, cache_dir: Path) -> DataSplits:
         raise NotImplementedError

@@ -23,6 +23,7 @@ import csv
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from dmlbench.data.about import About, Spec
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, require_file, to_int, walk_files
 from dmlbench.errors import DataError, MissingFile
@@ -105,6 +106,27 @@ class Cars196(ImageSource):
     Params = Cars196Params
     name = "cars196"
     description = "Cars196, classes 1-98 train / 99-196 test; cars_annos.mat or csv re-pack"
+    about = About(
+        source="Stanford Cars (ai.stanford.edu/~jkrause/cars), or its csv re-pack",
+        licence="the release's own terms; images under their owners' copyright",
+        citation="Krause et al., 3D Object Representations for Fine-Grained Categorization, "
+        "3dRR 2013",
+        splits="classes 1-98 train, 99-196 test (zero-shot)",
+        prepare=Spec(
+            None,
+            layout="either the original release:\n  {root}/cars_annos.mat\n"
+            "  {root}/car_ims/000001.jpg … {root}/car_ims/016185.jpg\n"
+            "or the csv re-pack 'stanford-car-dataset-by-classes-folder':\n"
+            "  {root}/anno_train.csv\n  {root}/anno_test.csv\n"
+            "  {root}/car_data/car_data/train/<class name>/00001.jpg (…)\n"
+            "  {root}/car_data/car_data/test/<class name>/00001.jpg (…)",
+            where="the official URLs (car_ims.tgz and cars_annos.mat, linked from "
+            "ai.stanford.edu/~jkrause/cars/car_dataset.html) no longer serve the files: use a "
+            "copy of those two, or the csv re-pack",
+        ),
+        paper_benchmark=True,
+        published_protocols=("cars196", "cars196-ms512"),
+    )
     expected: ClassVar[dict[str, int]] = {"train": 8054, "test": 8131}
 
     def entries(self, params: Cars196Params, root: Path) -> list[Entry]:

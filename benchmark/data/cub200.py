@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from dmlbench.data.about import About, Archive, Spec
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, in_range, read_rows, to_int
 from dmlbench.errors import DataError
@@ -28,6 +29,26 @@ class Cub200(ImageSource):
     Params = Cub200Params
     name = "cub200"
     description = "CUB-200-2011 birds, classes 1-100 train / 101-200 test (real images)"
+    about = About(
+        source="Caltech-UCSD Birds-200-2011 release (data.caltech.edu)",
+        licence="the release's own terms; images collected from Flickr",
+        citation="Wah et al., The Caltech-UCSD Birds-200-2011 Dataset, CNS-TR-2011-001, 2011",
+        splits="classes 1-100 train, 101-200 test (zero-shot)",
+        prepare=Spec(
+            Archive(
+                "https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1",
+                "0c685df5597a8b24909f6a7c9db6d11e008733779a671760afef78feb49bf081",
+                strip="CUB_200_2011/",
+            ),
+            layout="{root}/images.txt\n{root}/image_class_labels.txt\n"
+            "{root}/images/001.Black_footed_Albatross/Black_Footed_Albatross_0001_796111.jpg (…)",
+            where="download CUB_200_2011.tgz from https://data.caltech.edu/records/65de6-vp158 "
+            "(SHA-256 0c685df5597a8b24909f6a7c9db6d11e008733779a671760afef78feb49bf081) and "
+            "extract the contents of its CUB_200_2011/ folder into {root}",
+        ),
+        paper_benchmark=True,
+        published_protocols=("cub200", "cub200-ms512"),
+    )
     expected: ClassVar[dict[str, int]] = {"train": 5864, "test": 5924}
 
     def entries(self, params: Cub200Params, root: Path) -> list[Entry]:

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, model_validator
 
+from dmlbench.data.about import About
 from dmlbench.data.base import DATASETS, DataSplits
 from dmlbench.data.cache import image_size, resized_shape
 from dmlbench.data.files import Entry, ImageSource, require_file, require_root
@@ -94,6 +95,11 @@ class CustomImages(ImageSource):
     Params = CustomImagesParams
     name = "images"
     description = "your own images: ROOT/<class>/ folders or ROOT/index.csv, split by class"
+    about = About(
+        source="your own images: ROOT/<class>/ folders or ROOT/index.csv",
+        licence="yours",
+        splits="by class, as data.params.split says",
+    )
     images: ImagesSpec | None  # set by ImageSource.__init__; declared for the override below
 
     def entries(self, params: CustomImagesParams, root: Path) -> list[Entry]:

@@ -45,6 +45,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, features
 from pydantic import Field
 
+from dmlbench.data.about import About
 from dmlbench.data.base import DATASETS
 from dmlbench.data.rendered import (
     GroupSplitParams,
@@ -459,6 +460,14 @@ class EmojiImages(RenderedImages):
     Params = EmojiParams
     name = "emoji"
     description = "one class per emoji, one image per vendor (4 vendors), split by Unicode group"
+    about = About(
+        source="emoji fonts installed as packages (4 vendors), rendered",
+        licence="each vendor's art licence, recorded per source in the prepared folder's "
+        "licences.yaml (ART)",
+        splits="by Unicode group (TEST_GROUPS hold about half the classes)",
+        prepare="render",
+        figure=True,
+    )
     mirrored = "an arrow or a hand is another emoji"
 
     def prepared_root(self, cache_dir: Path) -> Path:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from dmlbench.data.about import About
 from dmlbench.data.base import (
     DATASETS,
     ArrayImages,
@@ -268,6 +269,11 @@ class Glyphs(DatasetSource):
     Params = GlyphsParams
     reads_root = False
     description = "letters rendered in matplotlib's 16 fonts (embedded, generated)"
+    about = About(
+        source="the fonts matplotlib ships, rendered in memory",
+        licence="the fonts' own licences, read from the files beside them (font_licences)",
+        splits="by letter: the test letters are classes never trained on",
+    )
 
     def load(self, params: BaseModel, root: Path | None, cache_dir: Path) -> DataSplits:
         assert isinstance(params, GlyphsParams)

@@ -45,6 +45,7 @@ import numpy as np
 from PIL import Image
 from pydantic import Field
 
+from dmlbench.data.about import About
 from dmlbench.data.base import DATASETS
 from dmlbench.data.licences import default_licence, file_stanza, package_stanzas
 from dmlbench.data.rendered import (
@@ -475,6 +476,14 @@ class Icons(RenderedImages):
     Params = IconsParams
     name = "icons"
     description = "icon names across 5 freedesktop themes (Debian packages), split by context"
+    about = About(
+        source="5 freedesktop icon themes installed as Debian packages, rendered",
+        licence="each icon's licence from its package's copyright file, recorded per image in "
+        "the prepared folder's licences.yaml (dmlbench.data.licences)",
+        splits="by freedesktop context",
+        prepare="render",
+        figure=True,
+    )
     mirrored = "go-next is go-previous"
 
     def prepared_root(self, cache_dir: Path) -> Path:

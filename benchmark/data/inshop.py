@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from dmlbench.data.about import About, Spec
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, read_rows, require_file
 from dmlbench.errors import DataError
@@ -44,6 +45,23 @@ class InShop(ImageSource):
     Params = InshopParams
     name = "inshop"
     description = "In-shop Clothes Retrieval, 3,997 train items, query -> gallery (real images)"
+    about = About(
+        source="DeepFashion In-shop Clothes Retrieval Benchmark (mmlab.ie.cuhk.edu.hk)",
+        licence="the release's own terms (non-commercial research)",
+        citation="Liu et al., DeepFashion: Powering Robust Clothes Recognition and Retrieval "
+        "with Rich Annotations, CVPR 2016",
+        splits="the official partition: 3,997 train items; test query -> gallery",
+        prepare=Spec(
+            None,
+            layout="{root}/Eval/list_eval_partition.txt\n"
+            "{root}/img/WOMEN/Dresses/id_00000002/02_1_front.jpg (…)",
+            where="download the DeepFashion In-shop Clothes Retrieval Benchmark (Google Drive, "
+            "linked from https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html): "
+            "Eval/list_eval_partition.txt, and Img/img.zip unzipped into {root}",
+        ),
+        paper_benchmark=True,
+        published_protocols=("inshop", "inshop-ms512"),
+    )
     expected: ClassVar[dict[str, int]] = {"train": 25882, "query": 14218, "gallery": 12612}
 
     def entries(self, params: InshopParams, root: Path) -> list[Entry]:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
+from dmlbench.data.about import About
 from dmlbench.data.base import DATASETS, DatasetSource, DataSplits, Split, fingerprint_arrays
 from dmlbench.errors import DataError, MissingFile
 from dmlbench.protocol import MAX_K, Float, FrozenModel, ImagesSpec, Int
@@ -135,6 +136,14 @@ class MpiiPose(DatasetSource):
     label_kind = "continuous"
     takes_images: ClassVar[bool] = True
     description = "MPII human poses, thin-slicing bundle (Kim et al. 2019; real images)"
+    about = About(
+        source="MPII Human Pose images with the thin-slicing pose-distance bundle of Kim et al.",
+        licence="the MPII release's own terms (images from YouTube); the bundle's, as shipped",
+        citation="Andriluka et al., 2D Human Pose Estimation, CVPR 2014; Kim et al., Deep "
+        "Metric Learning Beyond Binary Supervision, CVPR 2019",
+        splits="the bundle's train and test images; the first test images query the rest",
+        published_protocols=("mpii-pose",),
+    )
 
     def __init__(self, images: ImagesSpec | None = None, workers: int | None = None) -> None:
         self.images = images

@@ -25,72 +25,22 @@ import shutil
 import tarfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
+from dmlbench.data.about import Archive, Spec
 from dmlbench.errors import DataError, DmlbenchError
 
 MANIFEST = "dmlbench-manifest.json"
 
 
-@dataclass(frozen=True)
-class Archive:
-    url: str
-    sha256: str
-    strip: str = ""  # leading folder of the members, removed on extraction
+def specs() -> dict[str, Spec]:
+    """Each data set that ``prepare`` fetches or explains, with its :class:`Spec`: read from the
+    sources' descriptions (``About.prepare``), so a new data set needs no entry here."""
+    from dmlbench.data import DATASETS
 
-
-@dataclass(frozen=True)
-class Spec:
-    archive: Archive | None
-    layout: str  # what must exist under ROOT ({root} is substituted)
-    where: str  # where to get the files by hand
-
-
-SPECS: dict[str, Spec] = {
-    "cub200": Spec(
-        Archive(
-            "https://data.caltech.edu/records/65de6-vp158/files/CUB_200_2011.tgz?download=1",
-            "0c685df5597a8b24909f6a7c9db6d11e008733779a671760afef78feb49bf081",
-            strip="CUB_200_2011/",
-        ),
-        layout="{root}/images.txt\n{root}/image_class_labels.txt\n"
-        "{root}/images/001.Black_footed_Albatross/Black_Footed_Albatross_0001_796111.jpg (…)",
-        where="download CUB_200_2011.tgz from https://data.caltech.edu/records/65de6-vp158 "
-        "(SHA-256 0c685df5597a8b24909f6a7c9db6d11e008733779a671760afef78feb49bf081) and "
-        "extract the contents of its CUB_200_2011/ folder into {root}",
-    ),
-    "cars196": Spec(
-        None,
-        layout="either the original release:\n  {root}/cars_annos.mat\n"
-        "  {root}/car_ims/000001.jpg … {root}/car_ims/016185.jpg\n"
-        "or the csv re-pack 'stanford-car-dataset-by-classes-folder':\n"
-        "  {root}/anno_train.csv\n  {root}/anno_test.csv\n"
-        "  {root}/car_data/car_data/train/<class name>/00001.jpg (…)\n"
-        "  {root}/car_data/car_data/test/<class name>/00001.jpg (…)",
-        where="the official URLs (car_ims.tgz and cars_annos.mat, linked from "
-        "ai.stanford.edu/~jkrause/cars/car_dataset.html) no longer serve the files: use a "
-        "copy of those two, or the csv re-pack",
-    ),
-    "sop": Spec(
-        None,
-        layout="{root}/Ebay_train.txt\n{root}/Ebay_test.txt\n"
-        "{root}/bicycle_final/111085122871_0.JPG (… one folder per super-class)",
-        where="download Stanford_Online_Products.zip, linked from "
-        "https://cvgl.stanford.edu/projects/lifted_struct/ (the original "
-        "ftp://cs.stanford.edu/cs/cvgl/Stanford_Online_Products.zip is usually unreachable), "
-        "and unzip it so that its Stanford_Online_Products/ folder is {root}",
-    ),
-    "inshop": Spec(
-        None,
-        layout="{root}/Eval/list_eval_partition.txt\n"
-        "{root}/img/WOMEN/Dresses/id_00000002/02_1_front.jpg (…)",
-        where="download the DeepFashion In-shop Clothes Retrieval Benchmark (Google Drive, "
-        "linked from https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html): "
-        "Eval/list_eval_partition.txt, and Img/img.zip unzipped into {root}",
-    ),
-}
+    found = {name: DATASETS.get(name).about.prepare for name in DATASETS.list()}
+    return {name: spec for name, spec in found.items() if isinstance(spec, Spec)}
 
 
 def sha256_of(path: Path) -> str:
@@ -272,7 +222,7 @@ def prepare(
 
     if problem := folder_problem(root, "--root"):
         raise DataError(f"{problem}; {name}'s manifest (and any download) is written there")
-    spec = SPECS[name]
+    spec = specs()[name]
     try:
         data = write_manifest(name, root, source=None)
     except DataError as err:
@@ -291,7 +241,7 @@ def prepare(
     if url is not None:
         if archive is None and sha256 is None:
             raise DmlbenchError(f"{name}: --url needs --sha256 (no official archive to check)")
-        archive = Archive(url, sha256 or archive.sha256, archive.strip if archive else "")  # type: ignore[union-attr]
+        archive = Archive(url, sha256 or archive.sha256, archive.strip if archive else "")
     elif archive is not None and sha256 is not None:
         archive = Archive(archive.url, sha256, archive.strip)
     if archive is None:

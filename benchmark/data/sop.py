@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from dmlbench.data.about import About, Spec
 from dmlbench.data.base import DATASETS
 from dmlbench.data.files import Entry, ImageSource, read_rows, to_int
 from dmlbench.errors import DataError
@@ -37,6 +38,24 @@ class StanfordOnlineProducts(ImageSource):
     Params = SopParams
     name = "sop"
     description = "Stanford Online Products, official split 11,318 / 11,316 classes (real images)"
+    about = About(
+        source="Stanford Online Products (cvgl.stanford.edu/projects/lifted_struct)",
+        licence="the release's own terms; images from eBay listings",
+        citation="Oh Song et al., Deep Metric Learning via Lifted Structured Feature Embedding, "
+        "CVPR 2016",
+        splits="the official files: 11,318 train, 11,316 test classes",
+        prepare=Spec(
+            None,
+            layout="{root}/Ebay_train.txt\n{root}/Ebay_test.txt\n"
+            "{root}/bicycle_final/111085122871_0.JPG (… one folder per super-class)",
+            where="download Stanford_Online_Products.zip, linked from "
+            "https://cvgl.stanford.edu/projects/lifted_struct/ (the original "
+            "ftp://cs.stanford.edu/cs/cvgl/Stanford_Online_Products.zip is usually unreachable), "
+            "and unzip it so that its Stanford_Online_Products/ folder is {root}",
+        ),
+        paper_benchmark=True,
+        published_protocols=("sop", "sop-ms512"),
+    )
     expected: ClassVar[dict[str, int]] = {"train": 59551, "test": 60502}
 
     def entries(self, params: SopParams, root: Path) -> list[Entry]:

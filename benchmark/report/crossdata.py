@@ -37,7 +37,6 @@ from dmlbench.report.verdicts import N_BOOT, Replicates
 ALPHA = 0.05
 MIN_METHODS = 3  # τ over two methods is ±1 and says nothing
 TARGET_CD = 3.0  # ranks: a gap a reader could act on, for "how many data sets would it take"
-PAPER_DATA = ("cub200", "cars196", "sop", "inshop")
 MISSING = "—"
 STEM = "cross-dataset"
 INTRO = (
@@ -246,10 +245,17 @@ def _not_tuned(board: Sequence[Record]) -> str:
     )
 
 
+def paper_data() -> tuple[str, ...]:
+    """The data sets papers report on (``About.paper_benchmark``), read from the registry."""
+    from dmlbench.data import DATASETS
+
+    return tuple(n for n in DATASETS.list() if DATASETS.get(n).about.paper_benchmark)
+
+
 def _is_paper_data(d: DataSet) -> bool:
     protocol = rebuilt_protocol(d.name, d.protocol_hash)
     name = protocol.data.dataset if protocol is not None else d.name
-    return name.startswith(PAPER_DATA)
+    return name.startswith(paper_data())
 
 
 def kind_markdown(

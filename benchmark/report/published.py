@@ -7,7 +7,7 @@ obtained a number: ``reported`` by the method's original paper, or ``reproduced`
 else (the ``source`` names who and where).
 
 When is a published number comparable with ours? Numbers are paired by data set, method,
-backbone and embedding size: the shipped protocols in :data:`PUBLISHED_PROTOCOLS` (and those
+backbone and embedding size: the shipped protocols in :func:`published_protocols` (and those
 derived from them by budget only, ``cub200@defaults``) have published counterparts, and their
 setting is read from the protocol itself (records carry the protocol name). Every other setting
 both sides record — normalisation, training image size, batch size, pretraining — is compared
@@ -88,12 +88,15 @@ class ComparableSetting(FrozenModel):
     pretrained: str | None = None
 
 
-#: Shipped protocols with published counterparts (their numbers are paired by data set, method,
-#: backbone and embedding size; every other recorded setting is compared and marked).
-PUBLISHED_PROTOCOLS = (
-    "cub200", "cars196", "sop", "inshop",
-    "cub200-ms512", "cars196-ms512", "sop-ms512", "inshop-ms512", "mpii-pose",
-)  # fmt: skip
+def published_protocols() -> tuple[str, ...]:
+    """Shipped protocols with published counterparts (their numbers are paired by data set,
+    method, backbone and embedding size; every other recorded setting is compared and marked):
+    each data set's ``About.published_protocols``, read from the registry."""
+    from dmlbench.data import DATASETS
+
+    return tuple(p for n in DATASETS.list() for p in DATASETS.get(n).about.published_protocols)
+
+
 #: Derived names that keep every setting of their base protocol (the budget only).
 _SAME_SETTING = re.compile(r"@(defaults|trials=\d+)$")
 
@@ -132,7 +135,7 @@ def setting_for(protocol_name: str) -> ComparableSetting | None:
     from dmlbench.protocol import load_protocol
 
     base = _SAME_SETTING.sub("", protocol_name)
-    if base not in PUBLISHED_PROTOCOLS:
+    if base not in published_protocols():
         return None
     p = load_protocol(base)
     crop = p.images.train.random_crop or p.images.train.random_resized_crop

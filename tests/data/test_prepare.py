@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from dmlbench.cli.main import main
-from dmlbench.data import prepare
+from dmlbench.data import DATASETS, prepare
+from dmlbench.data.about import Spec
 from dmlbench.errors import DataError
 from tests.data.fixtures import make_cars_mat, make_cub, make_sop
 
@@ -33,10 +34,12 @@ def test_download_verify_extract_and_manifest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     archive, digest = cub_archive(tmp_path)
-    spec = prepare.SPECS["cub200"]
-    assert spec.archive is not None
+    cub = DATASETS.get("cub200")
+    spec = cub.about.prepare
+    assert isinstance(spec, Spec) and spec.archive is not None
     official = dataclasses.replace(spec.archive, url=archive.as_uri(), sha256=digest)
-    monkeypatch.setitem(prepare.SPECS, "cub200", dataclasses.replace(spec, archive=official))
+    about = dataclasses.replace(cub.about, prepare=dataclasses.replace(spec, archive=official))
+    monkeypatch.setattr(cub, "about", about)
     root = tmp_path / "data" / "CUB_200_2011"
     assert main(["data", "prepare", "cub200", "--root", str(root)]) == 0
     assert (root / "images.txt").is_file() and not (root / "attributes.txt").exists()
