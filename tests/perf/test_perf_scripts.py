@@ -115,7 +115,7 @@ def test_two_stage_retrieval_equals_one_search(seed: int) -> None:
     labels = labels.copy()
     labels[:5] = 1000 + np.arange(5)  # lone queries
     spec = MetricsSpec(recall_at=[1, 4, 16, 17, 100, 650], nmi=False)
-    ours = engine.evaluate(x, labels, spec)
+    ours = engine.embedding_metrics(x, labels, spec)
     assert ours["lone_queries"] == 5
     reference = single_search(x, labels, spec)
     assert {k: ours[k] for k in reference} == pytest.approx(reference, abs=1e-12)
