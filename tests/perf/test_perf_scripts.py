@@ -16,8 +16,8 @@ import dmlbench.metrics.retrieval as engine
 from dmlbench.perf import evaluate as perf_evaluate
 from dmlbench.perf import losses as perf_losses
 from dmlbench.perf import train as perf_train
-from dmlbench.perf._common import parse_table
 from dmlbench.protocol import MetricsSpec
+from tests.perf.tables import parse_table
 
 
 def ratios(text: str) -> dict[str, float]:
