@@ -32,7 +32,7 @@ from tests.methods import test_catalogue as loops
 from tests.methods._batches import LABELS, batch, value_and_grad
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-Tol = dict[str, float]
+Tol = dict[str, Any]  # rtol and atol, as assert_close takes them
 
 #: library equality: float64 to rounding, float32 to its precision
 LIBRARY_TOL: dict[torch.dtype, Tol] = {
