@@ -26,7 +26,7 @@ similarity matrix with Python lists (``.tolist()``); the profile of a step is th
 Measured (one torch thread, 180 × 512, 4 images per class, forward + backward, medians; AMD
 EPYC, 2 cores shared, load average 4.6): the library's loss 203 ms per step, this module 7.2 ms;
 reports/perf/losses.md has the quiet run's figure. Equal to the library's value and gradient
-and to a per-pair loop in tests/methods/test_histogram.py.
+and to a per-pair loop in tests/methods/test_library_losses.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ share one B × B cosine matrix. Measured (one torch thread, 180 × 512, 4 images
 forward + backward, medians; AMD EPYC, 2 cores shared, load average 1.8–3.1): the library's
 sum 1,189 ms per step, this module 7.6 ms (most of it the cosine matrix's three matrix
 products); reports/perf/losses.md has the quiet run's figure. Equal to the library's value and
-gradient and to a per-pair loop from eq. 5 and 7 in tests/methods/test_intra_pair_variance.py.
+gradient and to a per-pair loop from eq. 5 and 7 in tests/methods/test_library_losses.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ positives afterwards. Only the B·K rows (q, i ∈ P(q) ∪ {q}) are computed he
 Measured (one torch thread, 180 × 512, 4 images per class, forward + backward, medians; AMD
 EPYC, 2 cores shared, load average 2.8): the library's loss 232 ms per step, this module
 7.5 ms; reports/perf/losses.md has the quiet run's figure. Equal to the library's value and
-gradient and to a per-query loop in tests/methods/test_pnp.py.
+gradient and to a per-query loop in tests/methods/test_library_losses.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ The expansion rounds differently: in float32 a distance differs from the library
 Measured (one torch thread, 180 × 512, 4 images per class, forward + backward, medians; AMD
 EPYC, 2 cores shared, load average 2.9): the library's loss 415 ms per step, this module
 12.2 ms; reports/perf/losses.md has the quiet run's figure. Equal to the library's value and
-gradient and to a per-pair loop in tests/methods/test_snr_contrastive.py.
+gradient and to a per-pair loop in tests/methods/test_library_losses.py.
 """
 
 from __future__ import annotations

@@ -48,34 +48,6 @@ from dmlbench.methods._base import HParams, Method, register_method
 from dmlbench.methods._common import pairwise_distances
 
 
-def _sum_xlogx(keys: torch.Tensor, stride: int, xlogx: torch.Tensor) -> torch.Tensor:
-    """Per row of ``keys`` (J, B): Σ over distinct values v of N_v log N_v (N_v = count of v)."""
-    rows = torch.arange(len(keys), device=keys.device)[:, None]
-    values, counts = torch.unique(keys + rows * stride, return_counts=True)
-    out = torch.zeros(len(keys), dtype=torch.float64, device=keys.device)
-    return out.index_add_(0, values // stride, xlogx[counts])
-
-
-def nmi_many(
-    assign: torch.Tensor, num_clusters: int, y: torch.Tensor, num_classes: int
-) -> torch.Tensor:
-    """NMI = 2 I / (H(A) + H(Y)) of each row of ``assign`` (J, B) against the labels ``y`` (B,).
-
-    From counts only: n·I = Σ N_kc log N_kc − Σ a_k log a_k − Σ b_c log b_c + n log n and
-    n·H(A) = n log n − Σ a_k log a_k, so each row costs O(B) (no K × C table).
-    """
-    n = len(y)
-    xlogx = torch.arange(n + 1, dtype=torch.float64, device=y.device)
-    xlogx = xlogx * xlogx.clamp_min(1.0).log()  # a table: counts are integers in 0..n
-    joint = _sum_xlogx(assign * num_classes + y[None, :], num_clusters * num_classes, xlogx)
-    s_a = _sum_xlogx(assign, num_clusters, xlogx)
-    s_y = _sum_xlogx(y[None, :], num_classes, xlogx)
-    nlogn = float(xlogx[n])
-    denominator = 2.0 * nlogn - s_a - s_y
-    nmi = 2.0 * (joint - s_a - s_y + nlogn) / denominator.clamp_min(1e-12)
-    return torch.where(denominator > 1e-9, nmi, 1.0).clamp(0.0, 1.0)
-
-
 def _xlogx_table(n: int, device: torch.device) -> torch.Tensor:
     """x log x for the integers 0..n (counts index it), float64, 0 log 0 = 0."""
     x = torch.arange(n + 1, dtype=torch.float64, device=device)
@@ -99,8 +71,8 @@ def _nmi_of_candidates(
     leaves the others in ``assign``. Each count the NMI needs is the current one minus what j
     moves out plus what it moves in: what every candidate moves out of each occupied (cluster,
     class) cell and each cluster, and into each class of the new cluster, is a row-grouped sum
-    of ``moved`` (O(B²) per step). Same formula as :func:`nmi_many`, without a per-candidate
-    sort of B × B keys. ``xlogx`` is the table of x log x for 0..B.
+    of ``moved`` (O(B²) per step). Same formula as the tests' ``nmi_many``, without a
+    per-candidate sort of B × B keys. ``xlogx`` is the table of x log x for 0..B.
     """
     n, num_classes = len(y), int(y.max()) + 1
     n_clusters = max(k, 1)

@@ -18,7 +18,7 @@ Measured (one torch thread, 180 × 512, 4 images per class, forward + backward, 
 EPYC, 2 cores shared, load average 2.7): the library's loss 292 ms per step, this module 6.3 ms
 (most of it the cosine matrix's three matrix products); reports/perf/losses.md has the quiet
 run's figure. Equal to the library's value and gradient and to a per-pair loop from eq. 4 in
-tests/methods/test_threshold_consistent_margin.py.
+tests/methods/test_library_losses.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Measured (one torch thread, 180 × 512, 4 images per class, forward + backward, 
 EPYC, 2 cores shared, load average 1.8–3.1): the library's loss 1,229 ms per step, this module
 6.5 ms, of which the three 180 × 180 × 512 matrix products (the cosine matrix and its backward)
 are 5.7 ms in the profile; reports/perf/losses.md has the quiet run's figure. Equal to the library's
-value and gradient and to a per-pair loop from eq. 5 in tests/methods/test_tuplet_margin.py.
+value and gradient and to a per-pair loop from eq. 5 in tests/methods/test_library_losses.py.
 """
 
 from __future__ import annotations

@@ -39,9 +39,11 @@ def evaluate(
         from dmlbench.metrics.continuous import evaluate_continuous
 
         return evaluate_continuous(embeddings, split, spec), None
-    from dmlbench.metrics.retrieval import evaluate as retrieval
+    from dmlbench.metrics.retrieval import embedding_metrics
 
-    metrics = retrieval(embeddings, split.labels, spec, split.queries, split.gallery, seed=seed)
+    metrics = embedding_metrics(
+        embeddings, split.labels, spec, split.queries, split.gallery, seed=seed
+    )
     if not query_hits or 1 not in spec.recall_at:
         return metrics, None
     from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits_and_classes

@@ -350,7 +350,7 @@ def _check_classes(split: Split) -> None:
         )
 
 
-def evaluate(
+def embedding_metrics(
     embeddings: np.ndarray,
     labels: np.ndarray,
     spec: MetricsSpec,
@@ -358,7 +358,10 @@ def evaluate(
     gallery: np.ndarray | None = None,
     seed: int = 0,
 ) -> dict[str, float]:
-    """All metrics the protocol asks for, on class labels.
+    """All metrics the protocol asks for, of embeddings with class labels.
+
+    The arrays-in, numbers-out core that :func:`dmlbench.engine.evaluation.evaluate` (a split,
+    continuous labels and query hits) calls; tests and the perf scripts call it directly.
 
     Args:
         embeddings: (N, d) embeddings of the evaluation split.

@@ -70,8 +70,8 @@ def recall_at_1_hits(
 ) -> np.ndarray:
     """Per-query 0/1: does the nearest gallery item share the query's class?
 
-    Queries are those :func:`dmlbench.metrics.retrieval.evaluate` scores (with at least one positive
-    in the gallery), so ``hits.mean()`` equals its ``recall@1``.
+    Queries are those :func:`dmlbench.metrics.retrieval.embedding_metrics` scores (with at
+    least one positive in the gallery), so ``hits.mean()`` equals its ``recall@1``.
     """
     return recall_at_1_hits_and_classes(embeddings, labels, queries, gallery, normalize)[0]
 

@@ -130,24 +130,6 @@ def markdown_table(
     return "\n".join(lines)
 
 
-def parse_table(text: str) -> list[dict[str, str]]:
-    """The rows of every ``figure | ours | peer | ratio`` table in ``text`` (tests use it)."""
-    rows: list[dict[str, str]] = []
-    header: list[str] | None = None
-    for line in text.splitlines():
-        if not line.startswith("|"):
-            header = None
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
-            header = cells
-        elif header[:4] == ["figure", "ours", "peer", "ratio"] and any(
-            set(c) - {"-", " "} for c in cells
-        ):
-            rows.append(dict(zip(header, cells, strict=False)))
-    return rows
-
-
 def machine_info() -> dict[str, str]:
     """Cores, CPU model, versions and the load average now (call it before timing)."""
     import faiss

@@ -11,7 +11,7 @@ spread at random over the classes) at four sizes by default:
 
 and times, on the same embeddings in one process:
 
-- ours: ``metrics.retrieval.evaluate`` with exactly the metrics the size's protocol lists
+- ours: ``metrics.retrieval.embedding_metrics`` with exactly the metrics the size's protocol lists
   (sop: Recall@{1,10,100,1000}, MAP@R, R-Precision, NMI; cub200: Recall@{1,2,4,8,16,32}, MAP@R,
   R-Precision, NMI), and the selection metric alone (Recall@1, what a search's validation asks
   for: ``metrics.selection.validation_spec``);
@@ -95,15 +95,15 @@ def ours_calls(
     x: np.ndarray, labels: np.ndarray, seed: int, protocol: str = "cub200"
 ) -> dict[str, Callable[[], Any]]:
     """The protocol's retrieval metrics, its NMI, and the selection metric alone."""
-    from dmlbench.metrics.retrieval import evaluate, l2_normalize, nmi
+    from dmlbench.metrics.retrieval import embedding_metrics, l2_normalize, nmi
     from dmlbench.metrics.selection import validation_spec
 
     spec = protocol_spec(protocol, len(x))
     retrieval = spec.model_copy(update={"nmi": False})
     selection = validation_spec(spec, SELECTION)
     calls: dict[str, Callable[[], Any]] = {
-        "retrieval": lambda: evaluate(x, labels, retrieval, seed=seed),
-        "selection": lambda: evaluate(x, labels, selection, seed=seed),
+        "retrieval": lambda: embedding_metrics(x, labels, retrieval, seed=seed),
+        "selection": lambda: embedding_metrics(x, labels, selection, seed=seed),
     }
     if spec.nmi:
         calls["nmi"] = lambda: {"nmi": nmi(l2_normalize(x), labels, seed=seed)}

@@ -11,7 +11,7 @@
   change the arithmetic, and the GPU machine cannot download any. Peak GPU memory is
   ``torch.cuda.max_memory_allocated`` over the run (the allocator's, not nvidia-smi's).
 - **evaluation** at Stanford Online Products' test size (60,502 × 512, 11,316 classes):
-  ``metrics.retrieval.evaluate`` (its k-NN search on this GPU when faiss has GPU support,
+  ``metrics.retrieval.embedding_metrics`` (its k-NN search on this GPU when faiss has GPU support,
   else on the CPU, as the log says) against pytorch-metric-learning's ``AccuracyCalculator``
   on the same device, and the floor: one exact k-NN search (k = largest class) done with
   torch on the GPU in blocks. NMI (a CPU k-means in both) is timed by ``perf.evaluate``.

@@ -31,6 +31,7 @@ from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
     UNTRAINED,
+    Shown,
     check_one_condition,
     format_table,
     metric_columns,
@@ -258,11 +259,11 @@ def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:
         if method not in out.index:
             continue
         d, lo, hi = (scale * float(row[c]) for c in ("difference", "lower", "upper"))
-        out.loc[method] = [
-            f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]",
+        out.loc[method] = [  # each number kept beside its text, for the page to sort by
+            Shown(f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]", row["difference"]),
             str(row["verdict"]),
-            f"{float(row['p_rank1']):.2f}",
-            f"{float(row['p_top3']):.2f}",
+            Shown(f"{float(row['p_rank1']):.2f}", row["p_rank1"]),
+            Shown(f"{float(row['p_top3']):.2f}", row["p_top3"]),
         ]
     return out
 

@@ -42,7 +42,14 @@ from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
 from dmlbench.report.query_tests import class_sums
-from dmlbench.report.tables import UNTRAINED, records_frame, render_markdown, row_labels, to_csv
+from dmlbench.report.tables import (
+    UNTRAINED,
+    Shown,
+    records_frame,
+    render_markdown,
+    row_labels,
+    to_csv,
+)
 from dmlbench.report.titles import equivalence_margin, search_trials
 from dmlbench.report.verdicts import (
     EQUIVALENT,
@@ -202,15 +209,16 @@ def defaults_vs_tuned(tuned: list[Record], defaults: list[Record]) -> pd.DataFra
 
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Display strings: means and differences in % (label distances as they are)."""
+    """Display strings: means and differences in % (label distances as they are), each cell
+    keeping its number (:class:`~dmlbench.report.tables.Shown`) for the page to sort by."""
     out = pd.DataFrame(index=frame.index)
     metric = str(frame["metric"].iloc[0]) if len(frame) else ""
     digits, scale = catalogue.digits(metric), catalogue.scale(metric)
-    out["seeds"] = [str(int(v)) for v in frame["n_shared_seeds"]]
-    out["defaults"] = [f"{v * scale:.{digits}f}" for v in frame["defaults_mean"]]
-    out["tuned"] = [f"{v * scale:.{digits}f}" for v in frame["tuned_mean"]]
+    out["seeds"] = [Shown(str(int(v)), v) for v in frame["n_shared_seeds"]]
+    out["defaults"] = [Shown(f"{v * scale:.{digits}f}", v) for v in frame["defaults_mean"]]
+    out["tuned"] = [Shown(f"{v * scale:.{digits}f}", v) for v in frame["tuned_mean"]]
     out["tuned − defaults (95% CI)"] = [
-        f"{d * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]"
+        Shown(f"{d * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]", d)
         for d, lo, hi in zip(frame["difference"], frame["lower"], frame["upper"], strict=True)
     ]
     out["verdict"] = [v or "—" for v in frame["verdict"]]

@@ -14,7 +14,9 @@ not have to read the whole table. The style sheet and the small script doing thi
 ``assets/`` and are inlined, so a page opens offline and from a file system (no CDN, no
 server); plots are ``<img>`` tags with paths relative to the page (PNG files written beside
 it). Without JavaScript the tables are plain tables. Every text cell is HTML-escaped; the
-Markdown bold of the formatted tables becomes ``<strong>``.
+Markdown bold of the formatted tables becomes ``<strong>``. A cell showing a number carries it
+from the frame (``data-value``, :class:`~dmlbench.report.tables.Shown`), and the script sorts
+by that number rather than re-reading the text.
 
 Rows of models not trained under the protocol's budget (``section`` = ``external`` in a
 page's results, :mod:`dmlbench.report.external`) are shown in a table of their own under the
@@ -23,12 +25,14 @@ board's, never sorted in among the ranked rows.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from html import escape
 from importlib.resources import files
 
+import numpy as np
 import pandas as pd
 
 from dmlbench import __version__
@@ -36,6 +40,7 @@ from dmlbench.report.crossdata import INTRO as ACROSS_TEXT
 from dmlbench.report.external import EXTERNAL
 from dmlbench.report.external import TEXT as EXTERNAL_TEXT
 from dmlbench.report.external import TITLE as EXTERNAL_TITLE
+from dmlbench.report.tables import Shown
 
 _BOLD = re.compile(r"^\*\*(.*)\*\*$")
 VERDICT = "verdict"  # the column whose cells get a colour and a filter
@@ -101,6 +106,16 @@ def asset(name: str) -> str:
     return (files("dmlbench.report") / "assets" / name).read_text(encoding="utf-8")
 
 
+def _number(value: object) -> float | None:
+    """The number a cell shows, from the frame (a :class:`Shown` cell's ``value``, or a plain
+    int or float such as the seed count), never read back from its text; None for text."""
+    if isinstance(value, Shown):
+        return value.value
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        return None
+    return float(value)
+
+
 def _cell(value: object, tag: str = "td", verdict: bool = False) -> str:
     text = str(value)
     m = _BOLD.match(text)
@@ -112,6 +127,9 @@ def _cell(value: object, tag: str = "td", verdict: bool = False) -> str:
     if verdict:
         slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "none"
         attrs = f' class="v-{slug}" data-verdict="{escape(text)}"'
+    number = _number(value) if tag == "td" else None
+    if number is not None and math.isfinite(number):  # the script sorts by it
+        attrs += f' data-value="{number!r}"'
     return f"<{tag}{attrs}>{body}</{tag}>"
 
 

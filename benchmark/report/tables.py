@@ -119,6 +119,22 @@ def metric_columns(df: pd.DataFrame) -> list[str]:
     return sorted(cols, key=catalogue.order_key)
 
 
+class Shown(str):
+    """A table cell's display string that keeps the number it shows (``value``, in the
+    frame's units: fractions, label distances, counts).
+
+    Markdown, LaTeX and CSV use the string as it is; the HTML page writes ``value`` into the
+    cell's ``data-value`` so its script sorts by the number, never by re-reading the text.
+    """
+
+    value: float
+
+    def __new__(cls, text: str, value: float) -> Shown:
+        cell = super().__new__(cls, text)
+        cell.value = float(value)
+        return cell
+
+
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds per method, for the records of exactly one protocol hash.
 
@@ -171,7 +187,7 @@ def format_table(
             std = row.get(m + "_std", math.nan)
             if row["seeds"] > 1 and pd.notna(std):
                 text += f" ± {std * factor:.{digits}f}"
-            cells.append(f"**{text}**" if method in chosen else text)
+            cells.append(Shown(f"**{text}**" if method in chosen else text, row[m]))
         out[m] = cells
     out["seeds"] = table["seeds"].astype(int)
     return out

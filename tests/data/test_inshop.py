@@ -9,7 +9,7 @@ import pytest
 
 from dmlbench.data.inshop import InShop, InshopParams
 from dmlbench.errors import DataError
-from dmlbench.metrics.retrieval import evaluate
+from dmlbench.metrics.retrieval import embedding_metrics
 from dmlbench.protocol import ImagesSpec, MetricsSpec, TransformSpec
 from tests.data.fixtures import make_inshop
 
@@ -50,8 +50,8 @@ def test_evaluation_retrieves_queries_from_the_gallery_only(tmp_path: Path) -> N
     emb[wrong_side & (labels == labels[0]), 0] = 0.0
     emb[wrong_side & (labels != labels[0]), 0] = 1.0
     spec = MetricsSpec(recall_at=[1], nmi=False, map_at_r=False, r_precision=False, normalize=False)
-    all_vs_all = evaluate(emb, labels, spec)
-    query_gallery = evaluate(emb, labels, spec, data.test.queries, data.test.gallery)
+    all_vs_all = embedding_metrics(emb, labels, spec)
+    query_gallery = embedding_metrics(emb, labels, spec, data.test.queries, data.test.gallery)
     assert all_vs_all["recall@1"] == 1.0
     assert query_gallery["recall@1"] == 0.0
     assert query_gallery["queries"] == len(q)

@@ -12,11 +12,11 @@ import pytest
 import dmlbench
 from dmlbench.data.base import Split
 from dmlbench.engine.artifacts import EMBEDDINGS, WEIGHTS, file_sha256, read_embeddings
-from dmlbench.engine.evaluation import evaluate as evaluate_split
+from dmlbench.engine.evaluation import evaluate
 from dmlbench.engine.inference import kept_split, open_kept
 from dmlbench.engine.train import embed
 from dmlbench.errors import DmlbenchError
-from dmlbench.metrics.retrieval import evaluate
+from dmlbench.metrics.retrieval import embedding_metrics
 from dmlbench.options import RunOptions
 from dmlbench.protocol import Protocol, load_protocol
 from dmlbench.records import Record, load_record
@@ -62,10 +62,12 @@ def test_the_kept_embeddings_reproduce_the_metrics_exactly(kept, method: str) ->
     arrays = read_embeddings(record, path)
     assert arrays["embeddings"].shape == (320, 64) and arrays["embeddings"].dtype == np.float32
     protocol = tiny()
-    metrics = evaluate(arrays["embeddings"], arrays["labels"], protocol.metrics, seed=record.seed)
+    metrics = embedding_metrics(
+        arrays["embeddings"], arrays["labels"], protocol.metrics, seed=record.seed
+    )
     assert metrics == {k: record.metrics[k] for k in metrics}
     split = Split(images=None, labels=arrays["labels"])
-    metrics, query_hits = evaluate_split(
+    metrics, query_hits = evaluate(
         protocol.metrics, arrays["embeddings"], split, record.seed, query_hits=True
     )
     assert metrics == record.metrics
@@ -93,10 +95,7 @@ def test_the_loaded_model_reproduces_embeddings_and_metrics(kept, method: str) -
     test = kept_split(open_kept(path), "test")
     again = embed(model, test, "cpu")
     np.testing.assert_allclose(again, read_embeddings(record, path)["embeddings"], atol=1e-6)
-    assert (
-        evaluate_split(tiny().metrics, again, test, record.seed, query_hits=True)[0]
-        == record.metrics
-    )
+    assert evaluate(tiny().metrics, again, test, record.seed, query_hits=True)[0] == record.metrics
     by_record = dmlbench.load_model(record, results_dir=path.parents[2])  # a loaded record
     assert all(
         (a == b).all()

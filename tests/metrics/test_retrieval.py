@@ -7,7 +7,7 @@ import pytest
 import torch
 from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
 
-from dmlbench.metrics.retrieval import evaluate, knn, l2_normalize
+from dmlbench.metrics.retrieval import embedding_metrics, knn, l2_normalize
 from dmlbench.protocol import MetricsSpec
 
 SPEC = MetricsSpec(recall_at=[1, 2, 4, 8], nmi=False)
@@ -59,7 +59,7 @@ def slow_metrics(x: np.ndarray, labels: np.ndarray, ks: list[int]) -> dict[str, 
 def test_equals_pytorch_metric_learning(case: tuple[str, int]) -> None:
     kind, seed = case
     x, labels = random_case(seed) if kind == "random" else clustered(seed)
-    ours = evaluate(x, labels, SPEC)
+    ours = embedding_metrics(x, labels, SPEC)
     theirs = pml(x, labels, ("precision_at_1", "r_precision", "mean_average_precision_at_r"))
     assert ours["recall@1"] == pytest.approx(theirs["precision_at_1"], abs=1e-4)
     assert ours["r_precision"] == pytest.approx(theirs["r_precision"], abs=1e-4)
@@ -74,7 +74,7 @@ def test_nmi_equals_pytorch_metric_learning(case: tuple[str, int]) -> None:
 
     kind, seed = case
     x, labels = random_case(seed) if kind == "random" else clustered(seed)
-    ours = evaluate(x, labels, MetricsSpec(recall_at=[1], nmi=True), seed=seed)["nmi"]
+    ours = embedding_metrics(x, labels, MetricsSpec(recall_at=[1], nmi=True), seed=seed)["nmi"]
     kmeans = FaissKMeans(
         niter=50, seed=seed, min_points_per_centroid=1, max_points_per_centroid=1_000_000
     )
@@ -85,7 +85,7 @@ def test_nmi_equals_pytorch_metric_learning(case: tuple[str, int]) -> None:
 @pytest.mark.parametrize("seed", range(3))
 def test_equals_slow_definition(seed: int) -> None:
     x, labels = random_case(seed, n=80, classes=10)
-    ours = evaluate(x, labels, SPEC)
+    ours = embedding_metrics(x, labels, SPEC)
     slow = slow_metrics(x, labels, SPEC.recall_at)
     for key, value in slow.items():
         assert ours[key] == pytest.approx(value, abs=1e-9), key
@@ -96,9 +96,13 @@ def test_lone_queries_are_left_out() -> None:
     labels = np.append(labels, 99)  # a class with one image, far from everything
     x = np.vstack([x, np.full((1, x.shape[1]), 100.0, dtype=np.float32)])
     spec = SPEC.model_copy(update={"normalize": False})
-    out = evaluate(x, labels, spec)
+    out = embedding_metrics(x, labels, spec)
     assert out["lone_queries"] == 1 and out["queries"] == len(labels) - 1
-    assert out == {**evaluate(x[:-1], labels[:-1], spec), "lone_queries": 1.0, "queries": 12.0}
+    assert out == {
+        **embedding_metrics(x[:-1], labels[:-1], spec),
+        "lone_queries": 1.0,
+        "queries": 12.0,
+    }
 
 
 def test_self_is_excluded_even_with_duplicate_embeddings() -> None:
@@ -115,18 +119,18 @@ def test_query_gallery_mode() -> None:
         np.arange(0, len(x), 3),
         np.setdiff1d(np.arange(len(x)), np.arange(0, len(x), 3)),
     )
-    out = evaluate(x, labels, SPEC, queries=queries, gallery=gallery)
+    out = embedding_metrics(x, labels, SPEC, queries=queries, gallery=gallery)
     assert out["recall@1"] == 1.0 and out["map@r"] == pytest.approx(1.0)
     assert out["queries"] == len(queries)
 
 
 def test_metrics_are_in_range_and_perfect_when_separated() -> None:
     x, labels = clustered(2, noise=0.001)
-    out = evaluate(x, labels, MetricsSpec(recall_at=[1, 4], nmi=True))
+    out = embedding_metrics(x, labels, MetricsSpec(recall_at=[1, 4], nmi=True))
     assert out["recall@1"] == out["map@r"] == out["r_precision"] == 1.0
     assert out["nmi"] > 0.8  # k-means from a random start may still merge two clusters
     y, ylab = random_case(3)
-    for key, value in evaluate(y, ylab, MetricsSpec(recall_at=[1, 4], nmi=True)).items():
+    for key, value in embedding_metrics(y, ylab, MetricsSpec(recall_at=[1, 4], nmi=True)).items():
         if key not in {"queries", "lone_queries"}:
             assert 0.0 <= value <= 1.0, key
 
@@ -155,7 +159,7 @@ def test_recall_on_quantised_embeddings_equals_the_stable_reference() -> None:
     x = (rng.integers(0, 2, size=(300, 6))).astype(np.float32)  # binary: massive ties
     labels = rng.integers(0, 10, size=300)
     spec = MetricsSpec(recall_at=[1, 2], nmi=False, normalize=False)
-    got = evaluate(x, labels, spec)
+    got = embedding_metrics(x, labels, spec)
     d = ((x[:, None].astype(np.float64) - x[None]) ** 2).sum(axis=2)
     np.fill_diagonal(d, np.inf)
     nn = np.argsort(d, axis=1, kind="stable")[:, :2]
@@ -165,12 +169,12 @@ def test_recall_on_quantised_embeddings_equals_the_stable_reference() -> None:
 
 
 def test_queries_without_a_gallery_never_retrieve_themselves() -> None:
-    """evaluate(..., queries=q): the gallery is every item but the query itself."""
+    """embedding_metrics(..., queries=q): the gallery is every item but the query itself."""
     rng = np.random.default_rng(1)
     x = rng.normal(size=(40, 8)).astype(np.float32)
     labels = np.arange(40) % 20  # two items per class
     spec = MetricsSpec(recall_at=[1], nmi=False)
-    some = evaluate(x, labels, spec, queries=np.arange(10))
+    some = embedding_metrics(x, labels, spec, queries=np.arange(10))
     full_hits = []
     for i in range(10):
         d = ((x - x[i]) ** 2).sum(axis=1)

@@ -9,7 +9,7 @@ import pytest
 from dmlbench.data.base import ArrayImages, Split
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.continuous import evaluate_continuous
-from dmlbench.metrics.retrieval import evaluate
+from dmlbench.metrics.retrieval import embedding_metrics
 from dmlbench.metrics.selection import validation_spec
 from dmlbench.protocol import MetricsSpec, builtin_names, load_protocol
 from dmlbench.search.validation import objective_metric
@@ -65,10 +65,10 @@ def test_the_search_selects_on_the_same_spec_as_before(name: str) -> None:
 def test_selection_metric_alone_equals_it_in_the_full_set(kind: str, seed: int) -> None:
     x, labels = case(kind, seed)
     for spec in (FULL, MetricsSpec(recall_at=[1, 10, 100, 250], normalize=False)):
-        full = evaluate(x, labels, spec, seed=seed)
+        full = embedding_metrics(x, labels, spec, seed=seed)
         names = [*(f"recall@{k}" for k in spec.recall_at), "map@r", "r_precision", "nmi"]
         for metric in names:
-            alone = evaluate(x, labels, validation_spec(spec, metric), seed=seed)
+            alone = embedding_metrics(x, labels, validation_spec(spec, metric), seed=seed)
             assert alone[metric] == full[metric], metric
             assert set(alone) == {metric, "queries", "lone_queries"}
 

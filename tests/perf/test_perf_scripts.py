@@ -16,8 +16,8 @@ import dmlbench.metrics.retrieval as engine
 from dmlbench.perf import evaluate as perf_evaluate
 from dmlbench.perf import losses as perf_losses
 from dmlbench.perf import train as perf_train
-from dmlbench.perf._common import parse_table
 from dmlbench.protocol import MetricsSpec
+from tests.perf.tables import parse_table
 
 
 def ratios(text: str) -> dict[str, float]:
@@ -115,7 +115,7 @@ def test_two_stage_retrieval_equals_one_search(seed: int) -> None:
     labels = labels.copy()
     labels[:5] = 1000 + np.arange(5)  # lone queries
     spec = MetricsSpec(recall_at=[1, 4, 16, 17, 100, 650], nmi=False)
-    ours = engine.evaluate(x, labels, spec)
+    ours = engine.embedding_metrics(x, labels, spec)
     assert ours["lone_queries"] == 5
     reference = single_search(x, labels, spec)
     assert {k: ours[k] for k in reference} == pytest.approx(reference, abs=1e-12)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dmlbench.errors import ProtocolError
-from dmlbench.metrics.retrieval import evaluate
+from dmlbench.metrics.retrieval import embedding_metrics
 from dmlbench.protocol import MetricsSpec, load_protocol, validate_protocol
 
 FUZZ = settings(
@@ -140,7 +140,7 @@ def test_metrics_stay_in_range_on_arbitrary_inputs(
     x, labels = np.array(case[0], dtype=np.float32), np.array(case[1])
     if len(x) <= max(SPEC.recall_at):
         return
-    out = evaluate(x, labels, SPEC)
+    out = embedding_metrics(x, labels, SPEC)
     for key, value in out.items():
         if key in {"queries", "lone_queries"}:
             assert value == int(value) and value >= 0
@@ -158,7 +158,7 @@ def test_metrics_do_not_depend_on_gallery_order(seed: int, n: int, d: int, class
     labels = rng.integers(0, classes, n)
     perm = rng.permutation(n)
     spec = MetricsSpec(recall_at=[1, 2, 4], nmi=False)
-    a, b = evaluate(x, labels, spec), evaluate(x[perm], labels[perm], spec)
+    a, b = embedding_metrics(x, labels, spec), embedding_metrics(x[perm], labels[perm], spec)
     assert a.keys() == b.keys()
     for key in a:
         assert abs(a[key] - b[key]) < 1e-9, key

@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from dmlbench.metrics.retrieval import evaluate as retrieval
+from dmlbench.metrics.retrieval import embedding_metrics as retrieval
 from dmlbench.metrics.retrieval import l2_normalize
 from dmlbench.protocol import MetricsSpec, load_protocol
 from dmlbench.records import QueryHits, load_record

@@ -11,6 +11,7 @@ import pandas as pd
 
 from dmlbench.records import ExternalModel, Record
 from dmlbench.report.html import Page, asset, html_table, render_index, render_page
+from dmlbench.report.tables import Shown
 from tests.report.test_build import built, rec
 
 __all__ = ["built"]  # the module-scoped fixture: one build shared by this file's tests
@@ -193,7 +194,9 @@ def synthetic_page(external: bool = True) -> Page:
     external model's row marked as the report's external section marks it."""
     rows = {}
     for method, (r1, verdict) in BOARD.items():
-        metrics = [f"{r1 + 2 * i:.1f} ± 1.{i}" for i in range(len(COLUMNS))]
+        metrics = [  # each cell keeps its mean, as format_table's do
+            Shown(f"{r1 + 2 * i:.1f} ± 1.{i}", (r1 + 2 * i) / 100) for i in range(len(COLUMNS))
+        ]
         judged = verdict != "—"
         rows[method] = [
             *metrics,
@@ -266,3 +269,22 @@ def test_assets_ship_with_the_package() -> None:
     assets = Path(__file__).resolve().parents[2] / "benchmark" / "report" / "assets"
     shipped = {p.name for g in globs for p in assets.parent.glob(g)}
     assert shipped == {p.name for p in assets.iterdir()} == {"leaderboard.js", "leaderboard.css"}
+
+
+def test_cells_carry_the_numbers_of_the_frame_not_of_their_text() -> None:
+    """A :class:`Shown` cell's number (or a plain count) is written as ``data-value`` for the
+    script to sort by; text cells, the missing "—" and headers carry none."""
+    df = pd.DataFrame(
+        {
+            "recall@1": [Shown("**45.9 ± 1.2**", 0.45912), "—"],
+            "seeds": [3, 1],
+            "verdict": ["worse", "—"],
+        },
+        index=["a", "b"],
+    )
+    html = html_table(df)
+    assert (
+        '<td data-value="0.45912"><strong>45.9<span class="sd"> ± 1.2</span></strong></td>' in html
+    )
+    assert '<td data-value="3.0">3</td>' in html
+    assert html.count("data-value") == 3 and "<th data-value" not in html

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from dmlbench.report.html import render_index
+from dmlbench.report.tables import Shown
 from tests.report.test_html import BOARD, synthetic_page
 
 LAPTOP = (1366, 768)
@@ -121,7 +122,7 @@ def test_sort_by_recall_then_filter_by_name_and_verdict(browser: Any, index: Pat
     browser.get(index.as_uri())
     external = _rows(browser, EXTERNAL_TABLE)
     th, col = _header(browser, "recall@1")
-    th.click()  # numbers: best first, by the mean of "mean ± std"
+    th.click()  # numbers: best first, by the mean each cell carries (data-value)
     shown = [float(r[col].split("±")[0]) for r in _rows(browser)]
     means = sorted((r1 for r1, _ in BOARD.values()), reverse=True)
     assert shown == means and _rows(browser)[0][0] == "beta"
@@ -140,6 +141,29 @@ def test_sort_by_recall_then_filter_by_name_and_verdict(browser: Any, index: Pat
     kept = [m for m, (_, verdict) in BOARD.items() if verdict != "worse"]
     assert sorted(r[0] for r in _rows(browser)) == sorted(kept)
     assert "worse" not in {r[v] for r in _rows(browser)}
+
+
+def test_sorting_reads_the_numbers_the_cells_carry(browser: Any, tmp_path: Path) -> None:
+    """Two means that round to the same text sort by the numbers behind them (``data-value``,
+    from the frame), not by the text: the script never re-reads "71.5 ± 1.0"."""
+    page = synthetic_page(external=False)
+    page.results.loc["alpha", "recall@1"] = Shown("71.5 ± 1.0", 0.7149)
+    page.results.loc["delta", "recall@1"] = Shown("71.5 ± 1.0", 0.7152)
+    out = tmp_path / "index.html"
+    out.write_text(render_index([("board.html", page)], [], {}), encoding="utf-8")
+    browser.get(out.as_uri())
+    th, col = _header(browser, "recall@1")
+    th.click()
+    values = browser.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr'),"
+        " r => parseFloat(r.cells[arguments[1]].getAttribute('data-value')));",
+        BOARD_TABLE,
+        col,
+    )
+    assert values == sorted(values, reverse=True) and len(values) == len(BOARD)
+    assert [r[0] for r in _rows(browser)][:3] == ["beta", "delta", "alpha"]
+    th.click()
+    assert [r[0] for r in _rows(browser)][-3:] == ["alpha", "delta", "beta"]
 
 
 def test_a_wide_board_does_not_scroll_the_laptop_page_sideways(browser: Any, index: Path) -> None:

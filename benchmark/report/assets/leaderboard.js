@@ -9,26 +9,31 @@
     return cell ? cell.textContent.trim() : "";
   }
 
-  // The leading number of a cell: "60.8 ± 1.3" -> 60.8, "+0.3 [-2.8, +3.3]" -> 0.3.
-  function number(t) {
-    return parseFloat(t.replace(/^\u2212/, "-"));
+  // The number a cell shows: its data-value, written by the page from the report's numbers
+  // (a mean, not its rounded text). Tables whose cells carry none (the side-by-side boards,
+  // the budget) fall back to the leading number of the text: "60.8 ± 1.3" -> 60.8.
+  function number(cell) {
+    if (cell && cell.hasAttribute("data-value")) {
+      return parseFloat(cell.getAttribute("data-value"));
+    }
+    return parseFloat(text(cell).replace(/^\u2212/, "-"));
   }
 
-  // A column is numeric when every cell with a value starts with a number.
+  // A column is numeric when every cell with a value has a number.
   function isNumeric(rows, col) {
     var seen = false;
     for (var i = 0; i < rows.length; i++) {
-      var t = text(rows[i].cells[col]);
-      if (MISSING.indexOf(t) >= 0) continue;
-      if (isNaN(number(t))) return false;
+      var cell = rows[i].cells[col];
+      if (MISSING.indexOf(text(cell)) >= 0) continue;
+      if (isNaN(number(cell))) return false;
       seen = true;
     }
     return seen;
   }
 
-  function compare(a, b, numeric) {
-    if (numeric) return number(a) - number(b);
-    return a.localeCompare(b, undefined, { sensitivity: "base" });
+  function compare(ca, cb, numeric) {
+    if (numeric) return number(ca) - number(cb);
+    return text(ca).localeCompare(text(cb), undefined, { sensitivity: "base" });
   }
 
   // First click: numbers descending (best first where higher is better), text ascending;
@@ -44,10 +49,10 @@
     for (var i = 0; i < heads.length; i++) heads[i].removeAttribute("aria-sort");
     th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
     rows.sort(function (ra, rb) {
-      var a = text(ra.cells[col]), b = text(rb.cells[col]);
-      var ma = MISSING.indexOf(a) >= 0, mb = MISSING.indexOf(b) >= 0;
+      var ca = ra.cells[col], cb = rb.cells[col];
+      var ma = MISSING.indexOf(text(ca)) >= 0, mb = MISSING.indexOf(text(cb)) >= 0;
       if (ma || mb) return ma - mb;  // missing values last in either order
-      var c = compare(a, b, numeric);
+      var c = compare(ca, cb, numeric);
       return ascending ? c : -c;
     });
     rows.forEach(function (r) { body.appendChild(r); });
