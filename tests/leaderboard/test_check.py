@@ -488,7 +488,7 @@ def test_perf_check_script_times_every_entry(
     board: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from dmlbench.perf import check as perf_check
-    from dmlbench.perf._common import parse_table
+    from tests.perf.tables import parse_table
 
     out = tmp_path / "check.md"
     assert (

@@ -20,7 +20,8 @@ from dmlbench.perf import check as perf_check
 from dmlbench.perf import evaluate as perf_evaluate
 from dmlbench.perf import losses as perf_losses
 from dmlbench.perf import train as perf_train
-from dmlbench.perf._common import Spread, parse_table
+from dmlbench.perf._common import Spread
+from tests.perf.tables import parse_table
 
 TINY_LOSSES = ["--config", "24x16", "--steps", "1", "--rounds", "3", "--num-classes", "20"]
 TINY_LOSSES += ["--method", "lifted", "--method", "npairs", "--budget", "5"]
