@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
+from dmlbench.metrics import catalogue
 from dmlbench.protocol import Protocol, StrictModel
 from dmlbench.provenance import command_line, environment
 
@@ -340,13 +341,11 @@ class DamagedRecord(ValueError):
     whose metrics are not all finite numbers, or that disagrees with itself (a hand edit)."""
 
 
-# The kind of every metric a record carries, by name: fractions (shown as %, in [0, 1]),
-# label distances (``mld@K``, unbounded, never negative) and query counts (whole numbers).
-# ``val_`` (a search trial's validation score) and ``ci_…_lo``/``_hi`` (an interval's ends)
-# keep the kind of the metric they qualify. A name not listed (a plugin's) is only required
-# to be finite.
-FRACTION_METRICS = ("recall@", "ndcg@", "map@r", "r_precision", "nmi")
-DISTANCE_METRICS = ("mld@",)
+# The kind of every metric a record carries, by name (the catalogue's families): fractions
+# (shown as %, in [0, 1]), label distances (``mld@K``, unbounded, never negative) and query
+# counts (whole numbers). ``val_`` (a search trial's validation score) and ``ci_…_lo``/``_hi``
+# (an interval's ends) keep the kind of the metric they qualify. A name not listed (a
+# plugin's) is only required to be finite.
 COUNT_METRICS = ("queries", "lone_queries")
 # How far a fraction may stray from [0, 1] by float rounding (a mean of values in [0, 1] can
 # land one ulp outside); a hand edit such as 1.70 or -3.0 is refused.
@@ -361,11 +360,9 @@ def metric_kind(name: str) -> str | None:
         base = base[3:-3]
     if base in COUNT_METRICS:
         return "count"
-    if base.startswith(DISTANCE_METRICS):
-        return "distance"
-    if base.startswith(FRACTION_METRICS[:2]) or base in FRACTION_METRICS[2:]:
-        return "fraction"
-    return None
+    if (kind := catalogue.family(base)) is None:
+        return None
+    return "fraction" if kind.percent else "distance"
 
 
 def record_problem(record: Record) -> str | None:
@@ -397,9 +394,10 @@ def record_problem(record: Record) -> str | None:
             return f"metric {name} is {value}: a {kind}, it cannot be negative"
         if kind == "count" and value != int(value):
             return f"metric {name} is {value}: a number of queries, it must be whole"
-    lo, hi = record.metrics.get("ci_recall@1_lo"), record.metrics.get("ci_recall@1_hi")
+    lo_key, hi_key = catalogue.ci_keys(catalogue.HITS_METRIC)
+    lo, hi = record.metrics.get(lo_key), record.metrics.get(hi_key)
     if lo is not None and hi is not None and lo > hi:
-        return f"metric ci_recall@1_lo {lo} is above ci_recall@1_hi {hi}"
+        return f"metric {lo_key} {lo} is above {hi_key} {hi}"
     return _hits_problem(record)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dmlbench.data.base import Split
+from dmlbench.metrics.catalogue import HITS_METRIC, ci_keys
 from dmlbench.protocol import MetricsSpec
 from dmlbench.records import QueryHits
 
@@ -52,7 +53,8 @@ def evaluate(
         embeddings, split.labels, split.queries, split.gallery, spec.normalize
     )
     lo, hi = bootstrap_mean(hits, seed=seed)  # how much would other test queries move it?
-    metrics["ci_recall@1_lo"], metrics["ci_recall@1_hi"] = lo, hi
+    lo_key, hi_key = ci_keys(HITS_METRIC)
+    metrics[lo_key], metrics[hi_key] = lo, hi
     return metrics, QueryHits.encode(hits, classes)
 
 
