@@ -186,6 +186,11 @@ def compare(
 Reference = dict[tuple[str, str], dict[str, float]]  # (board, entry) -> metric -> value
 
 
+def committed_metrics(board: dict[str, dict[str, Record]]) -> Reference:
+    """The committed seed-0 records' metrics, by (board, entry)."""
+    return {(n, m): r.metrics for n, entries in board.items() for m, r in entries.items()}
+
+
 def reference_metrics(
     lb_dir: Path,
     tolerances: Tolerances,
@@ -196,7 +201,7 @@ def reference_metrics(
     the path they were made on, the recorded replay on another path; on an unknown path the
     committed records, with a warning that says how to record it (the check then fails where
     the paths differ, as it should: nothing vouches for this machine's numbers)."""
-    committed = {(n, m): r.metrics for n, entries in board.items() for m, r in entries.items()}
+    committed = committed_metrics(board)
     where = fingerprint.locate(lb_dir, tolerances.checksums)
     if where.why_not:
         note(f"warning: {where.why_not}; comparing with the committed records")
@@ -285,7 +290,7 @@ def run_check(
         for m in sorted(set(boards.board_methods(n)) - set(board[n])):
             note(f"warning: {n}: {m} is not on the leaderboard yet")
     if why := off_path(tolerances):  # after the refusals: they come first, alone
-        reference = {(n, m): r.metrics for n, es in board.items() for m, r in es.items()}
+        reference = committed_metrics(board)
         if not strict:
             tolerances = _seed_noise(tolerances)
             note(
