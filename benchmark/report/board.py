@@ -218,7 +218,7 @@ def analyse_board(
     drawn = board_moments(records, scores, metric, methods, shared)
     assert drawn is not None  # two shared seeds or more
     moments, resampled = drawn
-    verdicts = compare_with_best(moments, margin, ALPHA, higher)
+    verdicts = compare_with_best(moments, margin, ALPHA, higher, equivalence=resampled == CROSSED)
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return BoardAnalysis(
         metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability

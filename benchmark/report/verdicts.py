@@ -39,13 +39,17 @@ differ?". Four choices follow, each from the failure it avoids:
   squares are under normality), the three mean-square matrices as Wishart draws with their
   expectations and degrees of freedom (S − 1, C − 1, (S − 1)(C − 1)), from which its standard
   errors are computed and floored exactly as the data's are. So the 11 degrees of freedom of
-  12 seeds, and the fact that each pair's variance estimate has its own noise, are in c; a
-  χ² shared by all pairs with Satterthwaite's degrees of freedom (a multivariate t) gave a
-  false-*worse* rate of 0.08 in a 400-board calibration run. Simulating the model rather
-  than correcting the bootstrap keeps c and ŝe_ij from one estimate. The unconstrained form
-  is the one that can say *worse* (its upper end can fall below 0); with k equal methods the
-  rate of any false *worse* is then α (the event "some method is called worse" is the event
-  "the largest deviation exceeds c").
+  12 seeds, and the fact that each pair's variance estimate has its own noise, are in c.
+  Plugged in as they are, the matrices make c too small: a k × k seed matrix from S − 1
+  degrees of freedom spreads its eigenvalues, so pair contrasts look more correlated than
+  they are (false *worse* 0.065–0.07 on a glyphs-mini generator). Two corrections: the
+  simulation shrinks the seed matrix's contrast part towards equal own variances (Ledoit &
+  Wolf's intensity, :func:`_shrunk_seed`), and c is never below Tukey–Kramer's
+  q_{1−α}(k, ν_min)/√2 with ν_min the smallest Satterthwaite df over the pairs
+  (:func:`pairs_floor`), conservative for independent own parts (Hayter 1984). The
+  unconstrained form is the one that can say *worse* (its upper end can fall below 0); with
+  k equal methods the rate of any false *worse* is then about α (the event "some method is
+  called worse" is the event "the largest deviation exceeds c").
 - **Three verdicts, not one mark.** *worse*: the interval lies below 0 (some other method is
   better, simultaneously at level α); *equivalent*: the interval lies inside ± δ, the
   protocol's declared practical-equivalence margin (a report setting, never part of the
@@ -54,7 +58,11 @@ differ?". Four choices follow, each from the failure it avoids:
 
 Seeds only (records without per-query values): the sample covariance of the methods' per-seed
 values over S, paired across methods (a seed fixes every method's initialisation and batch
-order alike), with S − 1 degrees of freedom; the class component is then not counted.
+order alike), with S − 1 degrees of freedom; the class component is then not counted, and the
+board prints no *equivalent* (``equivalence=False``).
+
+A "study" level (several searches per tuned entry, seeds nested in studies: #48, item 3) is
+one more k × k cross-product matrix and its df in :class:`MeanCovariance` (docs/reports.md).
 
 Rank uncertainty comes from the same law: P(rank 1) and P(in the top 3) are the shares of
 normal draws of the means (around the observed ones) in which a method ranks first, top 3.
