@@ -37,6 +37,7 @@ from dmlbench.report.board import analyse_board
 from dmlbench.report.plots import is_sweep_point
 from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
 from dmlbench.report.results import board_of
+from dmlbench.report.significance import holm as holm_adjust
 from dmlbench.report.tables import records_frame, render_markdown, to_csv
 from dmlbench.report.titles import DEFAULTS_WORDS, margin_words, rebuilt_protocol
 
@@ -176,14 +177,10 @@ def agreement(a: DataSet, b: DataSet, n: int = PERMUTATIONS) -> Agreement:
 
 
 def holm(pairs: Sequence[Agreement]) -> list[Agreement]:
-    """``pairs`` with ``p_holm``: Holm's step-down adjustment over the tested pairs."""
-    tested = sorted((p.p_value, i) for i, p in enumerate(pairs) if not math.isnan(p.p_value))
-    out = list(pairs)
-    running = 0.0
-    for rank, (p, i) in enumerate(tested):
-        running = max(running, min(1.0, (len(tested) - rank) * p))
-        out[i] = replace(out[i], p_holm=running)
-    return out
+    """``pairs`` with ``p_holm``: Holm's step-down adjustment over the tested pairs
+    (:func:`dmlbench.report.significance.holm`; untested pairs stay NaN)."""
+    adjusted = holm_adjust([p.p_value for p in pairs])
+    return [replace(p, p_holm=float(a)) for p, a in zip(pairs, adjusted, strict=True)]
 
 
 def nemenyi_cd(k: int, n: int, alpha: float = ALPHA) -> float:
