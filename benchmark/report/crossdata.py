@@ -350,7 +350,7 @@ def _display_pairs(pairs: Sequence[Agreement]) -> pd.DataFrame:
         return MISSING if math.isnan(v) else f"{v:+.2f}"
 
     def pval(v: float, n: int) -> str:
-        return MISSING if math.isnan(v) else f"{v:.3f}" if v >= 1e-3 else f"< {1e-3:g}"
+        return MISSING if math.isnan(v) else f"{v:.3f}" if v >= 1e-3 else f"{v:.4f}"
 
     return pd.DataFrame(
         {
