@@ -123,6 +123,64 @@ class QueryHits(StrictModel):
         return hits, np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
 
+class QueryValues(StrictModel):
+    """Per-query values of the metrics averaged over queries on continuous labels, compactly.
+
+    What :class:`QueryHits` is to Recall@1, this is to ``ndcg@K`` and ``mld@K``: each scored
+    query's own value (its nDCG@K; its label distance to its top K, averaged over the K and
+    scaled as the record's ``mld@K``), whose mean over the queries is the record's metric. The
+    verdicts need them to count the test-query component of a board's uncertainty (seeds ×
+    queries crossed). ``values`` maps a metric to base64 of the zlib-compressed little-endian
+    float32 vector (about 0.5 KB per metric for poses-mini's 100 queries); the queries are the
+    split's, in order, so every method and seed of a board shares them.
+    """
+
+    n: int = Field(ge=0, description="number of scored queries")
+    values: dict[str, str] = Field(
+        description="metric → base64 of zlib-compressed little-endian float32 per-query values"
+    )
+
+    @classmethod
+    def encode(cls, values: dict[str, Any]) -> QueryValues:
+        import base64
+        import zlib
+
+        import numpy as np
+
+        arrays = {m: np.asarray(v, dtype="<f4").reshape(-1) for m, v in values.items()}
+        sizes = {len(a) for a in arrays.values()}
+        if len(sizes) > 1:
+            raise ValueError("every metric's per-query values must cover the same queries")
+        packed = {
+            m: base64.b64encode(zlib.compress(a.tobytes(), 9)).decode("ascii")
+            for m, a in sorted(arrays.items())
+        }
+        return cls(n=sizes.pop() if sizes else 0, values=packed)
+
+    def decode(self, metric: str) -> Any:
+        """The float64 per-query values of ``metric`` (``n`` of them).
+
+        Raises:
+            KeyError: the record keeps no per-query values of ``metric``.
+            ValueError: not base64 / zlib, or not ``n`` values.
+        """
+        import base64
+        import binascii
+        import zlib
+
+        import numpy as np
+
+        try:
+            raw = zlib.decompress(base64.b64decode(self.values[metric], validate=True))
+        except (binascii.Error, zlib.error) as err:
+            raise ValueError(f"query_values.{metric}: not base64 of zlib ({err})") from None
+        if len(raw) != 4 * self.n:
+            raise ValueError(
+                f"query_values.n is {self.n}, but {len(raw) // 4} values of {metric} are stored"
+            )
+        return np.frombuffer(raw, dtype="<f4").astype(np.float64)
+
+
 # Characters a free-text field must not hold: C0/C1 controls (a newline in ``--trained-by``
 # once ended a table row and started a fabricated one), line and paragraph separators, and
 # the bidirectional overrides that make a cell read other than it is stored.
@@ -201,6 +259,12 @@ class Record(StrictModel):
         None,
         description="final runs on class labels: Recall@1 hit and class of every scored test "
         "query (paired comparisons over queries); absent for older records",
+    )
+    query_values: QueryValues | None = Field(
+        None,
+        description="final runs on continuous labels: each scored test query's nDCG@K and "
+        "mean label distance@K (the test-query component of the verdicts); absent for older "
+        "records",
     )
     external: ExternalModel | None = Field(
         None, description="stage external only: the model trained elsewhere that was scored"
@@ -326,12 +390,15 @@ def record_lock(path: Path, enabled: bool = True, wait: bool = False) -> Iterato
 
 def save_record(record: Record, path: Path) -> Path:
     """Write ``record`` atomically. A record that keeps no files is written without the
-    ``artifacts`` key, and one of a run without the ``external`` key, exactly as before the
-    keys existed: the committed leaderboard records do not change, and older readers
+    ``artifacts`` key, one of a run without the ``external`` key, and one without per-query
+    values without the ``query_values`` key, exactly as before the keys existed: the
+    committed leaderboard records do not change, and older readers
     (``extra="forbid"``) still read them."""
     exclude = {"artifacts"} if not record.artifacts else set()
     if record.external is None:
         exclude.add("external")
+    if record.query_values is None:
+        exclude.add("query_values")
     atomic_write_text(path, record.model_dump_json(indent=2, exclude=exclude or None) + "\n")
     return path
 
@@ -398,7 +465,33 @@ def record_problem(record: Record) -> str | None:
     lo, hi = record.metrics.get(lo_key), record.metrics.get(hi_key)
     if lo is not None and hi is not None and lo > hi:
         return f"metric {lo_key} {lo} is above {hi_key} {hi}"
-    return _hits_problem(record)
+    return _hits_problem(record) or _values_problem(record)
+
+
+# How far a per-query mean (float32 values) may stray from the record's float64 metric.
+QUERY_VALUES_SLACK = 1e-5
+
+
+def _values_problem(record: Record) -> str | None:
+    """How ``query_values`` disagrees with the record's metrics and ``queries``, if it does."""
+    if record.query_values is None:
+        return None
+    queries = record.metrics.get("queries")
+    if queries is not None and queries != record.query_values.n:
+        return f"query_values holds {record.query_values.n} queries, metric queries is {queries:g}"
+    for metric in sorted(record.query_values.values):
+        try:
+            values = record.query_values.decode(metric)
+        except ValueError as err:
+            return str(err)
+        value = record.metrics.get(metric)
+        if value is None:
+            return f"query_values.{metric}: the record has no metric {metric}"
+        if len(values) and abs(float(values.mean()) - value) > QUERY_VALUES_SLACK * max(
+            1.0, abs(value)
+        ):
+            return f"query_values give {metric} {values.mean():.6g}, metric {metric} is {value}"
+    return None
 
 
 def _hits_problem(record: Record) -> str | None:
@@ -473,10 +566,23 @@ def record_precision(record: Record) -> str:
     return str(record.env.get("precision") or "fp32")
 
 
-def new_record(protocol: Protocol, *, device: str, precision: str, **fields: Any) -> Record:
+def new_record(
+    protocol: Protocol,
+    *,
+    device: str,
+    precision: str,
+    per_query: QueryHits | QueryValues | None = None,
+    **fields: Any,
+) -> Record:
     """A record of ``protocol`` made here: the one place a record gets its protocol reference,
     this machine's environment and the command line, whether a final run or a search trial
-    writes it (``fields``: the rest of :class:`Record`)."""
+    writes it (``fields``: the rest of :class:`Record`). ``per_query``, what
+    :func:`dmlbench.engine.evaluation.evaluate` returns beside the metrics, goes to
+    ``query_hits`` (class labels) or ``query_values`` (continuous labels)."""
     ref = ProtocolRef(name=protocol.name, version=protocol.version, hash=protocol.hash)
     env = environment(device, precision)
+    if isinstance(per_query, QueryHits):
+        fields["query_hits"] = per_query
+    elif isinstance(per_query, QueryValues):
+        fields["query_values"] = per_query
     return Record(protocol=ref, env=env, command=command_line(), **fields)

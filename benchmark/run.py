@@ -285,7 +285,7 @@ def run_one(
             steps=steps,
         ),
         artifacts=artifacts,
-        query_hits=query_hits,
+        per_query=query_hits,
     )
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from dmlbench.data.base import Split
 from dmlbench.metrics.catalogue import HITS_METRIC, ci_keys
 from dmlbench.protocol import MetricsSpec
-from dmlbench.records import QueryHits
+from dmlbench.records import QueryHits, QueryValues
 
 
 def evaluate(
@@ -25,7 +25,7 @@ def evaluate(
     seed: int,
     *,
     query_hits: bool = False,
-) -> tuple[dict[str, float], QueryHits | None]:
+) -> tuple[dict[str, float], QueryHits | QueryValues | None]:
     """The metrics ``spec`` lists of ``embeddings`` of ``split``.
 
     Args:
@@ -34,12 +34,14 @@ def evaluate(
         query_hits: also each scored query's Recall@1 hit and class, with the bootstrap
             interval of Recall@1 over test queries (``ci_recall@1_lo/hi``): what a final
             record keeps for paired comparisons over the same queries. Class labels with
-            Recall@1 only; ``None`` otherwise.
+            Recall@1 only. On continuous labels, each query's nDCG@K and mean label
+            distance@K instead (:class:`~dmlbench.records.QueryValues`). ``None`` otherwise.
     """
     if split.label_kind == "continuous":
-        from dmlbench.metrics.continuous import evaluate_continuous
+        from dmlbench.metrics.continuous import evaluate_continuous_per_query
 
-        return evaluate_continuous(embeddings, split, spec), None
+        metrics, per = evaluate_continuous_per_query(embeddings, split, spec)
+        return metrics, QueryValues.encode(per) if query_hits and per else None
     from dmlbench.metrics.retrieval import embedding_metrics
 
     metrics = embedding_metrics(

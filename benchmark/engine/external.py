@@ -270,7 +270,7 @@ def score(
         stage="external",
         metrics=metrics,
         timings=Timings(wall_seconds=now - (started or start), eval_seconds=now - start),
-        query_hits=hits,
+        per_query=hits,
         external=model,
     )
 

@@ -96,13 +96,18 @@ def across_excerpt(report: Path, link: str, rows: int = ROWS) -> str:
 
 
 def _agreement(lines: list[str]) -> list[str]:
-    """The Kendall τ table's rows as one sentence (none when there is one data set)."""
+    """The Kendall τ table's rows as one sentence (none when there is one data set): τ with
+    its permutation p-value, Holm-adjusted over the pairs."""
     rows = [line for line in lines if line.startswith("|")][2:]
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    pairs = [f"{c[0]} {c[2]} {c[3]}" for c in cells if len(c) == 4]
+    pairs = [f"{c[0]} {c[2]} (p {c[4]})" for c in cells if len(c) == 6]
     if not pairs:
         return []
-    return ["", "Rank agreement, Kendall τ with its 95% interval: " + "; ".join(pairs) + "."]
+    return [
+        "",
+        "Rank agreement, Kendall τ with its permutation p-value (Holm over the pairs; a "
+        "sample of these data sets, not of data sets in general): " + "; ".join(pairs) + ".",
+    ]
 
 
 def block(readme: Path, begin: str = BEGIN, end: str = END) -> str:

@@ -37,6 +37,18 @@ def gain(d: np.ndarray) -> np.ndarray:
     return np.power(2.0, -np.log2(np.asarray(d, dtype=np.float64) + 1.0))
 
 
+def _ranked_sums(
+    retrieved: np.ndarray, ideal: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cumulative DCG, ideal DCG and mean label distance (Q, k) of ranked lists."""
+    k = retrieved.shape[1]
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    dcg = np.cumsum(gain(retrieved) * discount, axis=1)
+    z = np.cumsum(gain(ideal) * discount, axis=1)
+    mld = np.cumsum(retrieved, axis=1) / np.arange(1, k + 1)
+    return dcg, z, mld
+
+
 def continuous_metrics(
     retrieved: np.ndarray,
     ideal: np.ndarray,
@@ -51,10 +63,7 @@ def continuous_metrics(
         ideal: (Q, k) the k smallest label distances from each query to the gallery, ascending.
     """
     k = retrieved.shape[1]
-    discount = 1.0 / np.log2(np.arange(2, k + 2))
-    dcg = np.cumsum(gain(retrieved) * discount, axis=1)
-    z = np.cumsum(gain(ideal) * discount, axis=1)
-    mld = np.cumsum(retrieved, axis=1) / np.arange(1, k + 1)
+    dcg, z, mld = _ranked_sums(retrieved, ideal)
     out: dict[str, float] = {}
     for K in ndcg_at:
         c = min(K, k) - 1
@@ -64,13 +73,42 @@ def continuous_metrics(
     return out
 
 
+def per_query_values(
+    retrieved: np.ndarray,
+    ideal: np.ndarray,
+    ndcg_at: list[int],
+    label_distance_at: list[int],
+    mld_scale: float = 1.0,
+) -> dict[str, np.ndarray]:
+    """Each query's own nDCG@K and mean label distance@K (scaled), whose means over the
+    queries are :func:`continuous_metrics` (up to float rounding: those keep their own
+    order of operations, so committed metrics do not move). The verdicts need them to count
+    the test-query component of a board's uncertainty."""
+    k = retrieved.shape[1]
+    dcg, z, mld = _ranked_sums(retrieved, ideal)
+    out: dict[str, np.ndarray] = {}
+    for K in ndcg_at:
+        c = min(K, k) - 1
+        out[NDCG.at(K)] = dcg[:, c] / z[:, c]
+    for K in label_distance_at:
+        out[MLD.at(K)] = mld[:, min(K, k) - 1] * mld_scale
+    return out
+
+
 def evaluate_continuous(
     embeddings: np.ndarray, split: Split, spec: MetricsSpec
 ) -> dict[str, float]:
     """``ndcg@K`` and ``mld@K`` for the K the protocol lists, plus the number of queries."""
+    return evaluate_continuous_per_query(embeddings, split, spec)[0]
+
+
+def evaluate_continuous_per_query(
+    embeddings: np.ndarray, split: Split, spec: MetricsSpec
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """:func:`evaluate_continuous` and each query's values (:func:`per_query_values`)."""
     ks = [*spec.ndcg_at, *spec.label_distance_at]
     if not ks:
-        return {}
+        return {}, {}
     x = metric_space(embeddings, spec.normalize)
     same_source = split.gallery is None  # queries drawn from the gallery exclude themselves
     q_idx = np.arange(len(x)) if split.queries is None else np.asarray(split.queries)
@@ -81,17 +119,11 @@ def evaluate_continuous(
     self_index = q_idx if same_source else None
     nn = knn(x[q_idx], x[g_idx], k, self_index)
     retrieved, ideal = _label_distances(split, q_idx, g_idx, nn, k, self_index)
+    scale = float(split.extras.get("mld_scale", 1.0))
     out = {"queries": float(len(q_idx))}
-    out.update(
-        continuous_metrics(
-            retrieved,
-            ideal,
-            spec.ndcg_at,
-            spec.label_distance_at,
-            float(split.extras.get("mld_scale", 1.0)),
-        )
-    )
-    return out
+    out.update(continuous_metrics(retrieved, ideal, spec.ndcg_at, spec.label_distance_at, scale))
+    per = per_query_values(retrieved, ideal, spec.ndcg_at, spec.label_distance_at, scale)
+    return out, per
 
 
 def distances_from_lists(split: Split) -> np.ndarray:

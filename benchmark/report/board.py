@@ -5,11 +5,13 @@ split them). A table of means invites the reader to crown the top row; Musgrave 
 Metric Learning Reality Check", ECCV 2020) showed how often such gaps vanish over seeds. So each
 trained method gets, on the board's headline metric, a verdict against the best of the *other*
 methods (:mod:`dmlbench.report.verdicts`: Hsu's multiple comparison with the best, seeds and
-test classes crossed in one bootstrap): *worse*, *equivalent* (inside the protocol's ± δ, a
-report setting shown in the title) or *undecided*, with P(rank 1) and P(top 3) from the same
-replicates. Bold marks "not worse than the best"; absence of evidence is never printed as
-equivalence. With one seed nothing is judged and the caption says so; the untrained row is
-never a candidate. :func:`write_reports` writes the per-hash Markdown and CSV tables.
+test classes crossed, each variance component counted once): *worse*, *equivalent* (inside
+the protocol's ± δ, a report setting shown in the title) or *undecided*, with P(rank 1) and
+P(top 3) from the same law of the means. Bold marks "not worse than the best"; absence of
+evidence is never printed as equivalence, and a board whose records carry no per-query values
+never prints *equivalent* (its intervals miss the test-query component). With one seed nothing
+is judged and the caption says so; the untrained row is never a candidate.
+:func:`write_reports` writes the per-hash Markdown and CSV tables.
 """
 
 from __future__ import annotations
@@ -22,11 +24,10 @@ import numpy as np
 import pandas as pd
 
 from dmlbench.metrics import catalogue
-from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text
 from dmlbench.report.external import by_hash, external_markdown, split_external
-from dmlbench.report.query_tests import class_sums
+from dmlbench.report.query_tests import query_sums
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
@@ -43,12 +44,11 @@ from dmlbench.report.tables import (
 )
 from dmlbench.report.titles import board_title, equivalence_margin, margin_words
 from dmlbench.report.verdicts import (
-    N_BOOT,
     WORSE,
-    Replicates,
+    MeanCovariance,
     compare_with_best,
-    crossed_replicates,
-    seed_replicates,
+    crossed_moments,
+    seed_moments,
 )
 
 ALPHA = 0.05
@@ -128,20 +128,21 @@ class BoardAnalysis:
         seeds = _seed_words(self.shared_seeds)
         if self.resampled == CROSSED:
             how = (
-                f"uncertainty over seeds and over test queries, crossed: {N_BOOT} bootstrap "
-                f"replicates each resampling the {seeds} shared by every method and the test "
-                "classes, one draw for all methods"
+                f"uncertainty over the {seeds} shared by every method and over the test "
+                "queries' classes, crossed: each variance component counted once (two-way "
+                "moment estimates), the critical value from the means' fitted joint law with "
+                "the seeds' degrees of freedom"
             )
         else:
             how = (
-                f"uncertainty over seeds only: {N_BOOT} bootstrap replicates resampling the "
-                f"{seeds} shared by every method; these records carry no per-query hits, so "
-                "the test-class component is not counted and the intervals are narrower than "
-                "the truth"
+                f"uncertainty over the {seeds} shared by every method only: these records "
+                "carry no per-query values, so the test-query component is not counted, the "
+                "intervals are narrower than the truth, and no method is called equivalent"
             )
         few = (
-            f"; with {len(self.shared_seeds)} seeds the bootstrap has few distinct resamples "
-            "and its intervals are too narrow, so read the verdicts as provisional"
+            f"; with {len(self.shared_seeds)} seeds the seed variance rests on "
+            f"{len(self.shared_seeds) - 1} degrees of freedom, so read the verdicts as "
+            "provisional"
             if len(self.shared_seeds) <= 3
             else ""
         )
@@ -152,8 +153,8 @@ class BoardAnalysis:
             f"simultaneous, never a test of every pair; {how}{few}). Verdict worse: the "
             f"interval lies below 0; equivalent: it lies inside ±{delta}{unit} (δ, the "
             "protocol's report setting); undecided: neither. P(rank 1), P(top 3): the share "
-            "of replicates in which the method ranks first, in the top 3. The untrained row is "
-            "never a candidate."
+            "of draws from the means' estimated law in which the method ranks first, in the "
+            "top 3. The untrained row is never a candidate."
         )
 
     @property
@@ -214,36 +215,35 @@ def analyse_board(
     shared = shared_seeds(scores)
     if len(methods) < 2 or len(shared) < 2:
         return base
-    drawn = board_replicates(records, scores, metric, methods, shared)
+    drawn = board_moments(records, scores, metric, methods, shared)
     assert drawn is not None  # two shared seeds or more
-    reps, resampled = drawn
-    verdicts = compare_with_best(reps, margin, ALPHA, higher)
+    moments, resampled = drawn
+    verdicts = compare_with_best(moments, margin, ALPHA, higher, equivalence=resampled == CROSSED)
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return BoardAnalysis(
         metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability
     )
 
 
-def board_replicates(
+def board_moments(
     records: Sequence[Record],
     scores: pd.DataFrame,
     metric: str,
     methods: tuple[str, ...],
     seeds: tuple[int, ...],
-    seed: int = 0,
-    n_boot: int = N_BOOT,
-) -> tuple[Replicates, str] | None:
-    """The bootstrap means the verdicts resample, and what was resampled: seeds and test
-    classes crossed where every record carries its per-query Recall@1 hits, else seeds only
-    (None with fewer than 2 seeds). ``seed`` picks the random stream."""
-    sums = class_sums(records, methods, seeds) if metric == HITS_METRIC and seeds else None
-    if sums is not None:
-        return crossed_replicates(methods, *sums, n_boot=n_boot, seed=seed), CROSSED
+) -> tuple[MeanCovariance, str] | None:
+    """The means the verdicts compare and their estimated covariance, and what it counts:
+    seeds and test classes crossed where every record carries its per-query values of
+    ``metric`` (Recall@1 hits, or nDCG / label distances per query) on the same queries, in
+    two classes or more, else seeds only (None with fewer than 2 seeds)."""
     if len(seeds) < 2:
         return None
+    sums = query_sums(records, metric, methods, seeds)
+    if sums is not None and sums[1].size >= 2:
+        return crossed_moments(methods, *sums), CROSSED
     wide = scores.pivot(index="method", columns="seed", values=metric)
     values = wide.loc[list(methods), list(seeds)].to_numpy(dtype=np.float64)
-    return seed_replicates(methods, values, n_boot=n_boot, seed=seed), SEEDS_ONLY
+    return seed_moments(methods, values), SEEDS_ONLY
 
 
 def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:

@@ -1,14 +1,21 @@
 """Across data sets: each method's verdict and rank on every tuned board of one label kind,
-side by side, and how far the boards agree on the order of the methods (Kendall τ).
+side by side, and whether two boards agree on the order of the methods beyond chance
+(Kendall τ with a permutation test).
 
 Not the usual answer: the Friedman test and its Nemenyi critical-difference diagram (Demšar,
 JMLR 2006) need many data sets; with 20 methods on 3 the critical difference is about 17 ranks
-of at most 19 (:func:`nemenyi_cd`), so hardly a pair could be told apart. τ's interval comes
-from the verdicts' bootstrap (:mod:`dmlbench.report.verdicts`: seeds and test classes crossed),
-because a board's order is noisy in both and that model already judges each board; the data
-sets share nothing, so each board draws its replicates from its own random stream. Tuned
-boards only, one per data set, so that every data set enters once and at one budget.
-:data:`INTRO` is what the report says each number means.
+of at most 19 (:func:`nemenyi_cd`), so hardly a pair could be told apart. A bootstrap interval
+of τ over each board's seeds and classes (what this module printed before) reflects only the
+noise inside each board: two unrelated orders of 20 methods give τ with a standard deviation
+of 0.16 whatever the boards' noise, so an interval of ±0.1 around +0.31 claimed far more than
+two data sets show. The question two boards can answer is "do these orders agree more than
+two unrelated orders would?", and its test is a permutation test: under the null the methods'
+labels on one board are exchangeable, so τ of the observed orders is compared with τ over
+every order of one board (exact up to :data:`EXACT_UP_TO` methods) or :data:`PERMUTATIONS`
+random ones. Even a small p-value is about these boards, on these data sets: with three data
+sets nothing says how orders vary over data sets in general. Tuned boards only, one per data
+set, so that every data set enters once and at one budget. :data:`INTRO` is what the report
+says each number means.
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ import math
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
-from itertools import combinations
+from dataclasses import asdict, dataclass, fields, replace
+from itertools import combinations, permutations
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +33,17 @@ import pandas as pd
 from scipy import stats
 
 from dmlbench.records import Record, atomic_write_text
-from dmlbench.report.board import BoardAnalysis, analyse_board, board_replicates, shared_seeds
+from dmlbench.report.board import analyse_board
 from dmlbench.report.plots import is_sweep_point
 from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
 from dmlbench.report.results import board_of
+from dmlbench.report.significance import holm as holm_adjust
 from dmlbench.report.tables import records_frame, render_markdown, to_csv
 from dmlbench.report.titles import DEFAULTS_WORDS, margin_words, rebuilt_protocol
-from dmlbench.report.verdicts import N_BOOT, Replicates
 
 ALPHA = 0.05
+PERMUTATIONS = 10_000  # random orders of one board for the permutation p-value
+EXACT_UP_TO = 8  # methods: every order (8! = 40,320) instead of random ones
 MIN_METHODS = 3  # τ over two methods is ±1 and says nothing
 TARGET_CD = 3.0  # ranks: a gap a reader could act on, for "how many data sets would it take"
 MISSING = "—"
@@ -45,11 +54,16 @@ INTRO = (
     "and its rank there (1 = best mean of the headline metric; ties share the average rank), "
     "methods run on every board first; — where a board lacks the method. Mean rank: over the "
     "data sets where the method was run. Kendall τ: how far two boards agree on the order of "
-    "the methods both have (1 = the same order, 0 = unrelated, −1 = reversed), with a 95% "
-    "bootstrap interval that resamples each board's seeds and test classes, independently per "
-    "data set; the resampling pulls τ towards 0, so an interval above 0 is evidence that the "
-    "two boards order the methods alike, and one covering 0 is no evidence that they differ. "
-    "The interval is over each board's noise, not over the choice of data sets."
+    "the methods both have (1 = the same order, 0 = unrelated, −1 = reversed), with a "
+    "permutation p-value: the share of orders of one board's methods (every order up to "
+    f"{EXACT_UP_TO} methods, else {PERMUTATIONS:,} random ones) whose τ with the other board is "
+    "at least the observed one. A small p says these two boards order the methods alike more "
+    "than two unrelated orders would (20 methods in unrelated orders give τ with sd 0.16); a "
+    "large p is no evidence that they differ; Holm's adjustment is over the pairs of data sets "
+    "of one label kind. What three data sets can show: whether their boards agree with each "
+    "other, and each method's verdict on each. What they cannot show: that an order, a "
+    "winner or a gap holds on data sets not run; the rank agreement of three boards is a "
+    "sample of three, and no interval here is over the choice of data sets."
 )
 SMALL_DATA = (
     "This is evidence on small synthetic or locally installed data sets only, not on CUB-200, "
@@ -61,8 +75,7 @@ SMALL_DATA = (
 @dataclass(frozen=True)
 class DataSet:
     """One tuned board as the comparison sees it: the methods' means of the headline metric
-    over their seeds, their verdicts, and replicates of the means for τ's interval (None where
-    nothing can be resampled: one seed and no per-query hits)."""
+    over their seeds and their verdicts."""
 
     name: str
     protocol_hash: str
@@ -71,7 +84,6 @@ class DataSet:
     means: pd.Series
     verdicts: pd.Series
     margin: float
-    replicates: Replicates | None
 
     @property
     def ranks(self) -> pd.Series:
@@ -95,23 +107,9 @@ def data_set(records: Sequence[Record]) -> DataSet | None:
     ref = records[0].protocol
     means = board.scores.groupby("method")[board.metric].mean()
     verdicts = board.verdicts["verdict"] if board.verdicts is not None else pd.Series(dtype=str)
-    reps = _replicates(records, board, stream=zlib.crc32(ref.hash.encode()))
     return DataSet(
-        ref.name, ref.hash, board.metric, board.higher_is_better, means, verdicts, board.margin,
-        reps,
-    )  # fmt: skip
-
-
-def _replicates(records: Sequence[Record], board: BoardAnalysis, stream: int) -> Replicates | None:
-    """The board's bootstrap means as its verdicts resample them (seeds and test classes
-    crossed, else seeds only), drawn from ``stream``: a data set's own random stream."""
-    assert board.metric is not None
-    methods = tuple(sorted(board.scores["method"].unique()))
-    seeds = shared_seeds(board.scores)
-    drawn = board_replicates(
-        records, board.scores, board.metric, methods, seeds, seed=stream, n_boot=N_BOOT
+        ref.name, ref.hash, board.metric, board.higher_is_better, means, verdicts, board.margin
     )
-    return drawn[0] if drawn is not None else None
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
@@ -121,37 +119,68 @@ def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
-    """Kendall τ between two boards' orders over the methods both have, and its interval."""
+    """Kendall τ between two boards' orders over the methods both have, its one-sided
+    permutation p-value (agreement beyond chance) and that p adjusted by Holm over the pairs
+    of one label kind."""
 
     first: str
     second: str
     methods: int
     tau: float = math.nan
-    tau_lo: float = math.nan
-    tau_hi: float = math.nan
+    p_value: float = math.nan
+    p_holm: float = math.nan
+    permutations: int = 0  # 0 where no test was run; k! where exact
 
 
-def agreement(a: DataSet, b: DataSet, alpha: float = ALPHA) -> Agreement:
-    """τ over the methods both boards have, with its percentile interval over paired
-    replicates (the i-th of each board: independent draws, one stream per data set); NaN
-    where fewer than :data:`MIN_METHODS` are shared, no interval where a board has no
-    replicates. τ of the means is τ of their ranks: only the order of each pair counts."""
+def _signs(x: np.ndarray) -> np.ndarray:
+    """sign(x_i − x_j) over the pairs i < j, for each row of ``x`` (… × k)."""
+    i, j = np.triu_indices(x.shape[-1], 1)
+    return np.sign(x[..., i] - x[..., j])
+
+
+def permutation_p(
+    a: np.ndarray, b: np.ndarray, n: int = PERMUTATIONS, seed: int = 0
+) -> tuple[float, int]:
+    """One-sided p-value of Kendall τ-b of ``a`` and ``b`` against every order of ``b`` (k ≤
+    :data:`EXACT_UP_TO`; p = the share of orders with τ ≥ the observed one) or ``n`` random
+    ones (p = (1 + count) / (1 + n), Phipson & Smyth 2010), and the number of orders used.
+    τ-b's denominator is the same for every order of ``b``, so the numerators are compared."""
+    sa = _signs(a)
+    observed = float(sa @ _signs(b))
+    k = len(b)
+    if k <= EXACT_UP_TO:
+        orders = np.array(list(permutations(range(k))))
+        scores = _signs(b[orders]) @ sa
+        return float(np.mean(scores >= observed - 1e-9)), len(orders)
+    rng = np.random.default_rng(seed)
+    orders = rng.permuted(np.tile(np.arange(k), (n, 1)), axis=1)
+    scores = _signs(b[orders]) @ sa
+    return float((1 + np.sum(scores >= observed - 1e-9)) / (1 + n)), n
+
+
+def agreement(a: DataSet, b: DataSet, n: int = PERMUTATIONS) -> Agreement:
+    """τ over the methods both boards have and its permutation p-value (one-sided: do the
+    boards agree more than unrelated orders?); NaN where fewer than :data:`MIN_METHODS` are
+    shared. τ of the means is τ of their ranks: only the order of each pair counts. The random
+    orders are drawn from a stream named by the two boards, so a report is reproducible."""
     common = sorted(set(a.means.index) & set(b.means.index))
     if len(common) < MIN_METHODS:
         return Agreement(a.name, b.name, len(common))
     sa, sb = (1.0 if d.higher_is_better else -1.0 for d in (a, b))
-    tau = kendall_tau(sa * a.means[common].to_numpy(), sb * b.means[common].to_numpy())
-    if a.replicates is None or b.replicates is None:
+    x, y = sa * a.means[common].to_numpy(), sb * b.means[common].to_numpy()
+    tau = kendall_tau(x, y)
+    if math.isnan(tau):
         return Agreement(a.name, b.name, len(common), tau)
-    boot_a, boot_b = (_columns(d.replicates, common) for d in (a, b))
-    n = min(len(boot_a), len(boot_b))
-    taus = [kendall_tau(x, y) for x, y in zip(sa * boot_a[:n], sb * boot_b[:n], strict=True)]
-    lo, hi = np.nanquantile(np.array(taus), [alpha / 2, 1 - alpha / 2])
-    return Agreement(a.name, b.name, len(common), tau, float(lo), float(hi))
+    stream = zlib.crc32(f"{a.protocol_hash}{b.protocol_hash}".encode())
+    p, used = permutation_p(x, y, n, stream)
+    return Agreement(a.name, b.name, len(common), tau, p, p, used)
 
 
-def _columns(reps: Replicates, methods: Sequence[str]) -> np.ndarray:
-    return reps.boot[:, [reps.methods.index(m) for m in methods]]
+def holm(pairs: Sequence[Agreement]) -> list[Agreement]:
+    """``pairs`` with ``p_holm``: Holm's step-down adjustment over the tested pairs
+    (:func:`dmlbench.report.significance.holm`; untested pairs stay NaN)."""
+    adjusted = holm_adjust([p.p_value for p in pairs])
+    return [replace(p, p_holm=float(a)) for p, a in zip(pairs, adjusted, strict=True)]
 
 
 def nemenyi_cd(k: int, n: int, alpha: float = ALPHA) -> float:
@@ -278,7 +307,10 @@ def kind_markdown(
     numbers = side_by_side(sets)
     parts += [render_markdown(display_side_by_side(numbers, sets)), *lines]
     if pairs:
-        parts.append("Rank agreement (Kendall τ over the methods both boards have):")
+        parts.append(
+            "Rank agreement (Kendall τ over the methods both boards have; one-sided "
+            "permutation p-value, and Holm-adjusted over these pairs):"
+        )
         parts.append(render_markdown(_display_pairs(pairs), index_name="data sets"))
     k = int((numbers["data_sets"] == len(sets)).sum())
     parts.append(cd_words(k, len(sets)))
@@ -317,12 +349,19 @@ def _display_pairs(pairs: Sequence[Agreement]) -> pd.DataFrame:
     def num(v: float) -> str:
         return MISSING if math.isnan(v) else f"{v:+.2f}"
 
+    def pval(v: float, n: int) -> str:
+        return MISSING if math.isnan(v) else f"{v:.3f}" if v >= 1e-3 else f"{v:.4f}"
+
     return pd.DataFrame(
         {
             "methods": [str(p.methods) for p in pairs],
             "Kendall τ": [num(p.tau) for p in pairs],
-            "95% interval": [
-                MISSING if math.isnan(p.tau_lo) else f"[{num(p.tau_lo)}, {num(p.tau_hi)}]"
+            "p (permutation)": [pval(p.p_value, p.permutations) for p in pairs],
+            "p (Holm)": [pval(p.p_holm, p.permutations) for p in pairs],
+            "orders": [
+                f"{p.permutations:,}" + (" (all)" if p.methods <= EXACT_UP_TO else " (random)")
+                if p.permutations
+                else MISSING
                 for p in pairs
             ],
         },
@@ -333,19 +372,21 @@ def _display_pairs(pairs: Sequence[Agreement]) -> pd.DataFrame:
 def write_cross_report(records: Iterable[Record], out_dir: Path) -> list[Path]:
     """``cross-dataset.md`` (one section per label kind), ``cross-dataset.csv`` (per method
     and kind: boards, mean rank, each board's mean, rank and verdict; empty where a board
-    lacks the method) and ``cross-dataset-agreement.csv`` (τ and its interval per pair of
-    data sets); nothing when no final record without overrides names a label kind."""
+    lacks the method) and ``cross-dataset-agreement.csv`` (τ, its permutation p-value, Holm's
+    adjustment and the orders used, per pair of data sets); nothing when no final record
+    without overrides names a label kind."""
     return write_boards(tuned_boards(records), out_dir)
 
 
 def write_boards(boards: Boards, out_dir: Path) -> list[Path]:
     """:func:`write_cross_report` of the boards :func:`tuned_boards` collected: ``dmlbench
-    report`` collects them once (each board's bootstrap takes seconds) for these files, the
-    pages and the index."""
+    report`` collects them once for these files, the pages and the index."""
     if not boards:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    pairs = {k: [agreement(a, b) for a, b in combinations(s, 2)] for k, (s, _) in boards.items()}
+    pairs = {
+        k: holm([agreement(a, b) for a, b in combinations(s, 2)]) for k, (s, _) in boards.items()
+    }
     sections = [kind_markdown(k, s, lines, pairs[k]) for k, (s, lines) in boards.items()]
     md = "\n".join([f"# Across data sets\n\n{INTRO}\n", *sections])
     tables = [side_by_side(s).assign(label_kind=k) for k, (s, _) in boards.items() if s]

@@ -11,16 +11,26 @@ comparison across data sets.
 
 The comparison is paired. A seed fixes the initial weights, batch order and augmentation draws,
 and both boards ran the same seeds (the defaults board's are a subset of the tuned board's), so
-seed s of a method under defaults and seed s tuned differ *only* by the hyper-parameters. A
-method whose search selected its defaults (trial 0) trains bit-identical runs on those seeds,
-and its paired difference is exactly 0, where comparing a 3-seed mean with a 5-seed mean shows
-a seed-set artefact. So only the seeds both boards share are used: per method the mean of
-tuned − defaults over them, its 95% interval simultaneous over the methods (a bootstrap of the
-largest studentised deviation, seeds and test classes crossed as in
-:mod:`dmlbench.report.verdicts`; seeds only where the records carry no per-query hits) and a
-verdict: *tuned better* (the interval lies above 0), *tuned worse* (below 0), *equivalent*
-(inside the protocol's ± δ) or *undecided*. No rank change is printed: a rank change without
-its uncertainty reads as a finding where two close means swapped.
+seed s of a method under defaults and seed s tuned differ *only* by the selection (its
+hyper-parameters and, where the protocol selects it on validation, its epoch count), where
+comparing a 3-seed mean with a 5-seed mean shows a seed-set artefact. So only the seeds both
+boards share are used: per method the mean of tuned − defaults over them, its 95% interval
+simultaneous over the methods (the variance of each difference from the crossed seeds × test
+classes moment estimates of :mod:`dmlbench.report.verdicts`, each component counted once;
+seeds only where the records carry no per-query values; the critical value from the same
+fitted law, never below Šidák's) and a verdict: *tuned better* (the interval lies above
+0), *tuned worse* (below 0), *equivalent* (inside the protocol's ± δ) or *undecided*. No
+rank change is printed: a rank change without its uncertainty reads as a finding where two
+close means swapped.
+
+Never a zero-width interval. Where a search selected the defaults *and* the same epoch count,
+the two entries' runs are bit-identical on the shared seeds and the paired difference is 0 on
+every seed and query; pairing then hides, rather than removes, the chance of the selection
+(another search could have picked another trial). Such a method's difference keeps both
+entries' runs and the same variance model with the seeds unpaired (the two entries' seed
+parts, seed × class interaction included, as if trained on independent seeds; the test classes
+stay shared, as they are by design): Var = 2·Var(seed part of one entry's mean). The search's
+own randomness (several studies per entry) enters with the studies (#48, item 3).
 
 Selection is noisy: the search scores each trial on one validation fold (a quarter of the
 training classes, 50 classes on glyphs-mini), so the selected trial can be worse on the test
@@ -32,16 +42,16 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dmlbench.metrics import catalogue
-from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
-from dmlbench.report.query_tests import class_sums
+from dmlbench.report.query_tests import query_sums
 from dmlbench.report.tables import (
     UNTRAINED,
     Shown,
@@ -54,9 +64,11 @@ from dmlbench.report.titles import equivalence_margin, search_trials
 from dmlbench.report.verdicts import (
     EQUIVALENT,
     UNDECIDED,
-    Replicates,
-    crossed_replicates,
-    seed_replicates,
+    MeanCovariance,
+    critical_value,
+    crossed_moments,
+    rows_floor,
+    seed_moments,
 )
 
 SUFFIX = "@defaults"
@@ -64,7 +76,7 @@ ALPHA = 0.05
 BETTER, WORSE = "tuned better", "tuned worse"
 COLUMNS = [
     "metric", "n_shared_seeds", "defaults_mean", "tuned_mean", "difference", "lower", "upper",
-    "verdict", "equivalence_margin", "resampled",
+    "verdict", "equivalence_margin", "resampled", "same_runs",
 ]  # fmt: skip
 TEXT = (
     "Headline metric ({metric}), paired: per method the mean over the seeds both boards share "
@@ -72,8 +84,10 @@ TEXT = (
     "and the difference tuned − defaults with its 95% interval, simultaneous over the methods "
     "({how}). Verdict: tuned better / tuned worse where the interval lies above / below 0, "
     "equivalent where it lies inside ±{delta} (δ, the protocol's report setting), undecided "
-    "otherwise. A method whose search selected its defaults trains the same runs on these "
-    "seeds, so its difference is exactly 0. Selection on one validation fold ({fold}) is "
+    "otherwise. A method marked (same runs) had its defaults selected with the same epoch "
+    "count, so its runs are bit-identical on these seeds; its interval treats the two "
+    "entries' seeds as unpaired (what other seeds would have given), never a zero width, and "
+    "the search's own chance is not yet in it. Selection on one validation fold ({fold}) is "
     "noisy, so tuned can come out worse than the defaults. No rank change is shown: without "
     "its uncertainty it reads as a finding."
 )
@@ -120,44 +134,60 @@ def _paired_seeds(tuned: list[Record], defaults: list[Record], methods: list[str
     return sorted(set.intersection(*per)) if per else []
 
 
-def _difference_replicates(
+def _difference_moments(
     tuned: list[Record], defaults: list[Record], methods: list[str], seeds: list[int], metric: str
-) -> tuple[Replicates, str]:
-    """Replicates of each method's mean over ``seeds`` of tuned − defaults: seeds and test
-    classes crossed where both boards carry per-query hits on the same queries, else seeds."""
-    if metric == HITS_METRIC:
-        t, d = class_sums(tuned, methods, seeds), class_sums(defaults, methods, seeds)
-        if t is not None and d is not None and np.array_equal(t[1], d[1]):
-            return crossed_replicates(tuple(methods), t[0] - d[0], t[1]), "seeds and test classes"
+) -> tuple[MeanCovariance, str, np.ndarray]:
+    """Each method's mean over ``seeds`` of tuned − defaults and their estimated covariance
+    (seeds and test classes crossed where both boards carry per-query values on the same
+    queries, else seeds only), and which methods' runs are identical (module docstring: their
+    seed part is unpaired)."""
+    t = query_sums(tuned, metric, methods, seeds)
+    d = query_sums(defaults, metric, methods, seeds)
+    if t is not None and d is not None and np.array_equal(t[1], d[1]) and t[1].size >= 2:
+        mc, how = crossed_moments(tuple(methods), t[0] - d[0], t[1]), "seeds and test classes"
+        alone = crossed_moments(tuple(methods), t[0], t[1]).seed
+        same = np.all(t[0] == d[0], axis=(1, 2))
+    else:
 
-    def values(records: list[Record]) -> np.ndarray:
-        by = {(lb, r.seed): r.metrics[metric]
-              for r, lb in zip(records, row_labels(records), strict=True)}  # fmt: skip
-        return np.array([[by[(m, s)] for s in seeds] for m in methods], dtype=np.float64)
+        def values(records: list[Record]) -> np.ndarray:
+            by = {(lb, r.seed): r.metrics[metric]
+                  for r, lb in zip(records, row_labels(records), strict=True)}  # fmt: skip
+            return np.array([[by[(m, s)] for s in seeds] for m in methods], dtype=np.float64)
 
-    return seed_replicates(tuple(methods), values(tuned) - values(defaults)), "seeds only"
-
-
-def simultaneous_intervals(reps: Replicates, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """``(lower, upper)`` per method: estimate ± c·se with c the bootstrap 1 − α quantile of
-    the largest |studentised deviation| over the methods (a max-t interval: simultaneous
-    coverage over the family without Bonferroni's conservatism); a method whose difference
-    never varies (identical runs) gets a zero-width interval at its value."""
-    se = reps.boot.std(axis=0, ddof=1)
-    safe = np.where(se > 0, se, np.inf)
-    dev = np.abs(reps.boot - reps.means) / safe
-    c = float(np.quantile(dev.max(axis=1), 1 - alpha))
-    half = np.where(se > 0, c * se, 0.0)
-    return reps.means - half, reps.means + half
+        tv, dv = values(tuned), values(defaults)
+        mc, how = seed_moments(tuple(methods), tv - dv), "seeds only"
+        alone = seed_moments(tuple(methods), tv).seed
+        same = np.all(tv == dv, axis=1)
+    if same.any():
+        seed = mc.seed.copy()
+        seed[same, :] = seed[:, same] = 0.0
+        seed[same, same] = 2.0 * np.diag(alone)[same]
+        mc = replace(mc, seed=seed, seed_sim=None)
+    return mc, how, same
 
 
-def _verdict(lower: float, upper: float, delta: float, sign: float) -> str:
+def simultaneous_intervals(
+    mc: MeanCovariance, alpha: float = ALPHA
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)`` per method: estimate ± c·se, se from the moment estimate of the
+    variance (each component counted once) and c the 1 − α quantile of the largest
+    |studentised deviation| over the methods, simulated from the means' fitted law and never
+    below Šidák's t (a max-t interval: simultaneous coverage over the family without
+    Bonferroni's conservatism; :func:`dmlbench.report.verdicts.critical_value`)."""
+    w = np.eye(len(mc.means))
+    var = mc.contrasts(w)
+    c = critical_value(mc, w, alpha, floor=rows_floor(mc, w, alpha))
+    half = c * np.sqrt(var)
+    return mc.means - half, mc.means + half
+
+
+def _verdict(lower: float, upper: float, delta: float, sign: float, equivalence: bool) -> str:
     lo, hi = sorted((sign * lower, sign * upper))  # in the "tuned better" direction
     if lo > 0:
         return BETTER
     if hi < 0:
         return WORSE
-    if lo >= -delta and hi <= delta:
+    if equivalence and lo >= -delta and hi <= delta:
         return EQUIVALENT
     return UNDECIDED
 
@@ -177,7 +207,7 @@ def defaults_vs_tuned(tuned: list[Record], defaults: list[Record]) -> pd.DataFra
     seeds = _paired_seeds(tuned, defaults, both)
     if not both or not seeds:
         return empty
-    diff, how = _difference_replicates(tuned, defaults, both, seeds, metric)
+    diff, how, same = _difference_moments(tuned, defaults, both, seeds, metric)
     lower, upper = simultaneous_intervals(diff) if len(seeds) >= 2 else (diff.means, diff.means)
     delta = equivalence_margin(tuned[0].protocol)
 
@@ -196,9 +226,14 @@ def defaults_vs_tuned(tuned: list[Record], defaults: list[Record]) -> pd.DataFra
             "difference": float(diff.means[i]),
             "lower": float(lower[i]),
             "upper": float(upper[i]),
-            "verdict": _verdict(lower[i], upper[i], delta, sign) if len(seeds) >= 2 else "",
+            "verdict": (
+                _verdict(lower[i], upper[i], delta, sign, how != "seeds only")
+                if len(seeds) >= 2
+                else ""
+            ),
             "equivalence_margin": delta,
             "resampled": how,
+            "same_runs": bool(same[i]),
         }
         for i, m in enumerate(both)
     }
@@ -217,9 +252,16 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
     out["seeds"] = [Shown(str(int(v)), v) for v in frame["n_shared_seeds"]]
     out["defaults"] = [Shown(f"{v * scale:.{digits}f}", v) for v in frame["defaults_mean"]]
     out["tuned"] = [Shown(f"{v * scale:.{digits}f}", v) for v in frame["tuned_mean"]]
+    same = frame["same_runs"] if "same_runs" in frame else [False] * len(frame)
     out["tuned − defaults (95% CI)"] = [
-        Shown(f"{d * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]", d)
-        for d, lo, hi in zip(frame["difference"], frame["lower"], frame["upper"], strict=True)
+        Shown(
+            f"{d * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]"
+            + (" (same runs)" if sr else ""),
+            d,
+        )
+        for d, lo, hi, sr in zip(
+            frame["difference"], frame["lower"], frame["upper"], same, strict=True
+        )
     ]
     out["verdict"] = [v or "—" for v in frame["verdict"]]
     return out
@@ -242,14 +284,14 @@ def pair_text(frame: pd.DataFrame, tuned: ProtocolRef, defaults: ProtocolRef) ->
     shown = f"{100 * delta:g} points" if catalogue.is_percent(metric) else f"{delta:g}"
     how = str(frame["resampled"].iloc[0])
     how = (
-        "bootstrap resampling the shared seeds and the test classes, crossed"
+        "the shared seeds and the test classes crossed, each variance component counted once"
         if how == "seeds and test classes"
-        else "bootstrap resampling the shared seeds only: no per-query hits, so the test-class "
-        "component is not counted"
+        else "over the shared seeds only: no per-query values, so the test-query component is "
+        "not counted, the intervals are too narrow and no method is called equivalent"
     )
     if len(seeds) <= 3:
-        how += f"; with {len(seeds)} seeds the bootstrap has few distinct resamples, so the "
-        how += "intervals are too narrow and the verdicts provisional"
+        how += f"; with {len(seeds)} seeds the seed variance rests on {len(seeds) - 1} degrees "
+        how += "of freedom, so the verdicts are provisional"
     protocol = rebuilt_protocol(tuned.name, tuned.hash)
     fold = "a held-out share of the training classes"
     if protocol is not None:

@@ -1,20 +1,24 @@
-"""A board's per-query Recall@1 hits: the test-class component of its uncertainty.
+"""A board's per-query values: the test-query component of its uncertainty.
 
 Every final run on class labels records each scored query's Recall@1 hit and class
-(:class:`dmlbench.records.QueryHits`), and all methods of a board are scored on the same
-queries, so the test classes are a factor crossed with the seeds. This module turns the hits
-into what the statistics need:
+(:class:`dmlbench.records.QueryHits`), and every final run on continuous labels each query's
+nDCG@K and mean label distance@K (:class:`dmlbench.records.QueryValues`); all methods of a
+board are scored on the same queries, so the test classes (each query its own unit on
+continuous labels, which have no classes) are a factor crossed with the seeds. This module
+turns them into what the statistics need:
 
-- :func:`class_sums`: per method, seed and test class, the sum of the hits (and the queries per
-  class), the input of the crossed seed × class bootstrap of the verdicts
-  (:func:`dmlbench.report.verdicts.crossed_replicates`);
+- :func:`query_sums` (:func:`class_sums` for the hits): per method, seed and test class, the
+  sum of the per-query values (and the queries per class), the input of the crossed
+  seeds × classes moment estimates of the verdicts
+  (:func:`dmlbench.report.verdicts.crossed_moments`);
 - :func:`hit_rates`: per method the mean over its seeds of each query's hit, whose 95% interval
   resamples query classes, not single queries (the queries of a class share their gallery
   positives, so their hits move together;
   :func:`~dmlbench.report.significance.class_bootstrap_interval`), for the confidence table.
 
-A board whose records lack hits (older records, continuous labels) or were scored on different
-queries gets neither: its verdicts resample seeds only, and say so.
+A board whose records lack them (older records; poses-mini's committed records predate
+``query_values``) or were scored on different queries gets neither: its verdicts count the
+seeds only, never call a method equivalent, and say so.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.records import Record
 from dmlbench.report.significance import class_bootstrap_interval
 from dmlbench.report.tables import row_labels
@@ -96,3 +101,42 @@ def class_sums(
          for m in methods]
     )  # fmt: skip
     return sums, counts
+
+
+def _values(
+    records: Iterable[Record], metric: str
+) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray] | None:
+    """(row label, seed) → each query's value of ``metric``, and a unit per query (its
+    index: continuous labels have no classes); None unless every final record keeps them for
+    the same number of queries."""
+    finals = [r for r in records if r.stage == "final"]
+    if not finals or any(
+        r.query_values is None or metric not in r.query_values.values for r in finals
+    ):
+        return None
+    out: dict[tuple[str, int], np.ndarray] = {}
+    for r, label in zip(finals, row_labels(finals), strict=True):
+        assert r.query_values is not None  # checked above
+        out[(label, r.seed)] = r.query_values.decode(metric)
+    if len({len(v) for v in out.values()}) != 1:
+        return None
+    return out, np.arange(len(next(iter(out.values()))))
+
+
+def query_sums(
+    records: Iterable[Record], metric: str, methods: Sequence[str], seeds: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`class_sums` for ``metric``: Recall@1 hits per test class, or on continuous
+    labels each query's value (one query per unit); None where the records do not all carry
+    them on the same queries, or a (method, seed) asked for has no record."""
+    records = list(records)
+    if metric == HITS_METRIC:
+        return class_sums(records, methods, seeds)
+    found = _values(records, metric)
+    if found is None:
+        return None
+    values, units = found
+    if any((m, s) not in values for m in methods for s in seeds):
+        return None
+    sums = np.array([[values[(m, s)] for s in seeds] for m in methods])
+    return sums, np.ones(len(units))

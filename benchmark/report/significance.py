@@ -12,7 +12,7 @@ here is what they do not cover:
   classes (the confidence table's "95% CI (queries)");
 - :func:`seed_tau`: the mean Kendall τ between the rankings of two seeds, a secondary line on
   how much a single seed reorders a board (the rank uncertainty itself is P(rank 1) and
-  P(top 3) from the verdicts' replicates).
+  P(top 3) from the verdicts' estimated law of the means).
 
 ``scores`` frames have columns ``method``, ``seed`` and the metric (one row per run).
 """

@@ -1,141 +1,368 @@
 """Verdicts a statistician would sign: each method against the best of the others.
 
 The question a board answers is "which methods are not worse than the best?", not "which pairs
-differ?". Three choices follow, each from the failure it avoids:
+differ?". Four choices follow, each from the failure it avoids:
 
-- **Both sources of variance, crossed.** A board's number moves with the training seed and
-  with the sample of test classes. Every seed of every method is scored on the same test
-  classes, so the two factors are crossed, not nested: each bootstrap replicate resamples the
-  seeds (one draw shared by every method, which keeps the seeds paired) and the test classes
-  (one draw shared by every method and seed), and recomputes every method's mean over seeds.
-  A seed-only test ignores the class component that more seeds cannot shrink; a class-only
-  test ignores the seed component.
-- **The right family: multiple comparisons with the best** (Hsu 1984; Hsu 1996, ch. 4). For
-  method i the parameter is θ_i − max_{j≠i} θ_j, and its interval is Hsu's unconstrained MCB
-  interval ``[min_j(Δ_ij − c·se_ij), min_j(Δ_ij + c·se_ij)]``, with Δ_ij the observed
-  difference of means, se_ij its bootstrap standard error and c the bootstrap 1 − α quantile of
-  the largest studentised deviation over the ordered pairs. The unconstrained form is the one
-  that can say *worse* (its upper end can fall below 0; the constrained form stops at 0), and
-  it needs the critical value over the pairs to keep its simultaneous coverage: with k equal
-  methods the rate of any false *worse* then stays at α (the simulation test), where Holm
-  against the observed best, or a Dunnett value with each method as the control, reaches about
-  0.18. Only the k intervals against the best are reported, never the C(k, 2) pairs.
+- **Both sources of variance, crossed, each counted once.** A board's number moves with the
+  training seed and with the sample of test classes. Every seed of every method is scored on
+  the same test classes, so the two factors are crossed, not nested. Write a method's
+  per-seed, per-class values as y_sc = C·h_sc / N (h_sc the sum of the per-query metric over
+  class c's queries on seed s, N the queries of all C classes), so that their grand mean is the
+  method's mean over seeds whatever the classes' query counts. Under the random-effects model
+  y_sc = μ + a_s + b_c + e_sc (seed, class and seed × class parts, the last mostly query
+  noise), Var(ȳ) = σ²_a/S + σ²_b/C + σ²_e/(SC), and the two-way ANOVA mean squares have
+  expectations E[MS_seed] = σ²_e + C·σ²_a, E[MS_class] = σ²_e + S·σ²_b, E[MS_resid] = σ²_e, so
+  (MS_seed + MS_class − MS_resid)/(SC) is unbiased for Var(ȳ). The identity holds for any
+  separately exchangeable seeds × classes array, without normality (McCullagh, Bernoulli
+  2000; Owen, Ann. Appl. Stat. 2007). The same identity on the cross-products of two methods'
+  arrays estimates the covariance of their means, so the k × k covariance of the method means
+  comes from three k × k matrices of mean cross-products, and the variance of a difference
+  is that of the array of per-seed-per-class differences (docs/reports.md derives it). The
+  crossed bootstrap used before resampled seeds and classes and so counted σ²_e three times
+  (once in each resampled margin and once as itself): its standard errors were 1.3–1.5× the
+  truth on the committed boards, and the false-*worse* rate under ties was 0.004 at α = 0.05.
+- **The estimate is floored where it cannot be right.** A moment estimate can fall below the
+  interaction part alone, σ̂²_e/(SC) (when MS_seed + MS_class < 2·MS_resid), which no positive
+  components allow: the variance of a difference is then set to MS_resid/(SC), i.e. both main
+  components are truncated at 0 together (Searle, Casella & McCulloch, *Variance Components*,
+  1992, §4.6). For the joint law, the matrix of the two main components is projected onto the
+  positive semi-definite cone (negative eigenvalues to 0) and added to the interaction matrix,
+  which is a Gram matrix and so already PSD.
+- **The right family: multiple comparisons with the best** (Hsu 1984; Hsu, *Multiple
+  Comparisons*, 1996, ch. 4). For method i the parameter is θ_i − max_{j≠i} θ_j, and its
+  interval is Hsu's unconstrained MCB interval ``[min_j(Δ_ij − c·se_ij), min_j(Δ_ij +
+  c·se_ij)]``, with Δ_ij the observed difference, se_ij its standard error (above) and c the
+  1 − α quantile of the largest studentised deviation max_{i≠j} |Δ̂_ij − Δ_ij| / ŝe_ij. That
+  quantile is simulated (:data:`N_SIM` draws) under the fitted normal random-effects model, a
+  parametric bootstrap of the studentised statistic itself: each draw takes a normal deviation
+  of the means (the floored PSD covariance) and, independently (as the mean and the mean
+  squares are under normality), the three mean-square matrices as Wishart draws with their
+  expectations and degrees of freedom (S − 1, C − 1, (S − 1)(C − 1)), from which its standard
+  errors are computed and floored exactly as the data's are. So the 11 degrees of freedom of
+  12 seeds, and the fact that each pair's variance estimate has its own noise, are in c.
+  Plugged in as they are, the matrices make c too small: a k × k seed matrix from S − 1
+  degrees of freedom spreads its eigenvalues, so pair contrasts look more correlated than
+  they are (false *worse* 0.065–0.07 on a glyphs-mini generator). Two corrections: the
+  simulation shrinks the seed matrix's contrast part towards equal own variances (Ledoit &
+  Wolf's intensity, :func:`_shrunk_seed`), and c is never below Tukey–Kramer's
+  q_{1−α}(k, ν_min)/√2 with ν_min the smallest Satterthwaite df over the pairs
+  (:func:`pairs_floor`), conservative for independent own parts (Hayter 1984). The
+  unconstrained form is the one that can say *worse* (its upper end can fall below 0); with
+  k equal methods the rate of any false *worse* is then about α (the event "some method is
+  called worse" is the event "the largest deviation exceeds c").
 - **Three verdicts, not one mark.** *worse*: the interval lies below 0 (some other method is
   better, simultaneously at level α); *equivalent*: the interval lies inside ± δ, the
   protocol's declared practical-equivalence margin (a report setting, never part of the
-  training hash); *undecided*: otherwise. Absence of evidence is never printed as equivalence.
+  training hash); *undecided*: otherwise. Absence of evidence is never printed as
+  equivalence.
 
-Rank uncertainty comes from the same replicates: P(rank 1) and P(in the top 3).
+Seeds only (records without per-query values): the sample covariance of the methods' per-seed
+values over S, paired across methods (a seed fixes every method's initialisation and batch
+order alike), with S − 1 degrees of freedom; the class component is then not counted, and the
+board prints no *equivalent* (``equivalence=False``).
 
-Resampling S seeds with replacement gives the mean over seeds a variance of (S − 1)/S times
-the unbiased one (0.8 at 5 seeds, 0.67 at 3): the interval would be too narrow exactly where
-seeds are few. Each replicate therefore draws the seeds from the seed values spread out by
-√(S/(S − 1)) around their mean (the adjusted residuals of Davison & Hinkley, *Bootstrap Methods
-and their Application*, 1997, §3.3), which makes the seed component of the bootstrap variance
-the unbiased one; the class component is left as it is (100 or more classes: a factor ≥ 0.99).
+A "study" level (several searches per tuned entry, seeds nested in studies: #48, item 3) is
+one more k × k cross-product matrix and its df in :class:`MeanCovariance` (docs/reports.md).
+
+Rank uncertainty comes from the same law: P(rank 1) and P(in the top 3) are the shares of
+normal draws of the means (around the observed ones) in which a method ranks first, top 3.
+:mod:`dmlbench.report.calibration` checks the error rates by simulation (docs/reports.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 WORSE, EQUIVALENT, UNDECIDED = "worse", "equivalent", "undecided"
-N_BOOT = 2000
+N_SIM = 4000  # draws of the joint law for c and the rank probabilities
+CROSSED, SEEDS_ONLY = "crossed", "seeds"
 
 
 @dataclass(frozen=True)
-class Replicates:
-    """Observed means (k methods) and their bootstrap replicates (B × k)."""
+class MeanCovariance:
+    """Observed means of k methods and the moment estimate of their sampling covariance.
+
+    ``seed``, ``cls`` and ``resid`` are the k × k matrices of mean cross-products of the seed
+    margin, the class margin and the residual of the two-way layout, each divided by S·C, so
+    that ``seed + cls − resid`` estimates Cov(means) without bias (module docstring); ``df``
+    their degrees of freedom. Seeds only: ``seed`` is the sample covariance over S, the
+    others 0.
+    """
 
     methods: tuple[str, ...]
     means: np.ndarray
-    boot: np.ndarray
+    seed: np.ndarray
+    cls: np.ndarray
+    resid: np.ndarray
+    df: tuple[float, float, float]
+    design: str = CROSSED
+    seed_sim: np.ndarray | None = None  # the shrunk seed matrix the critical value simulates
+
+    @property
+    def cov(self) -> np.ndarray:
+        """The unbiased moment estimate of Cov(means); may be indefinite."""
+        return self.seed + self.cls - self.resid
+
+    @property
+    def joint(self) -> np.ndarray:
+        """The PSD covariance of the joint law: interaction + PSD part of the main components."""
+        return self.resid + _psd(self.seed + self.cls - 2.0 * self.resid)
+
+    def contrasts(self, w: np.ndarray) -> np.ndarray:
+        """The variance (floored, module docstring) of each row of ``w @ means`` (``w``: m × k
+        contrast weights)."""
+        return _floored(*(np.einsum("mk,kl,ml->m", w, x, w) for x in self._parts))
+
+    def satterthwaite(self, w: np.ndarray) -> np.ndarray:
+        """Satterthwaite's degrees of freedom of each row's variance estimate (``w``: m × k):
+        (a + b − r)² / (a²/ν_seed + b²/ν_class + r²/ν_resid), the df of the χ² that matches
+        the estimate's first two moments under normality; the floored value where the moment
+        estimate is floored (the interaction part alone)."""
+        a, b, r = (np.einsum("mk,kl,ml->m", w, x, w) for x in self._parts)
+        v = _floored(a, b, r)
+        nu_s, nu_c, nu_r = self.df
+        den = a * a / nu_s + (b * b / nu_c if np.any(self.cls) else 0.0) + r * r / nu_r
+        nu = np.where(a + b - r >= r, v * v / np.where(den > 0, den, np.inf), nu_r)
+        return np.where(v > 0, np.maximum(nu, 1.0), np.inf)
+
+    @property
+    def _parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.seed, self.cls, self.resid
 
 
-def _spread_seeds(per_seed: np.ndarray) -> np.ndarray:
-    """Seed values (last axis) spread by √(S/(S − 1)) around their mean (module docstring)."""
-    s = per_seed.shape[-1]
-    if s < 2:
-        return per_seed
-    mean = per_seed.mean(axis=-1, keepdims=True)
-    return mean + np.sqrt(s / (s - 1)) * (per_seed - mean)
+def _floored(a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """max(a + b − r, r): the moment estimate, never below the interaction part alone."""
+    return np.maximum(np.maximum(a + b - r, r), 0.0)
 
 
-def crossed_replicates(
-    methods: tuple[str, ...],
-    class_sums: np.ndarray,
-    class_counts: np.ndarray,
-    n_boot: int = N_BOOT,
-    seed: int = 0,
-) -> Replicates:
-    """Means over seeds of a per-query metric, resampling seeds and test classes, crossed.
+def _wishart(scale: np.ndarray, df: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` draws (n × k × k) of Wishart(df, scale) / df: what a mean-square matrix with
+    expectation ``scale`` and ``df`` degrees of freedom looks like under normality. Direct
+    sums of squares below k + 2 degrees of freedom, Bartlett's decomposition above."""
+    k = len(scale)
+    vals, vecs = np.linalg.eigh((scale + scale.T) / 2)
+    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+    d = round(df)
+    if d < k + 2:
+        g = root @ rng.standard_normal((n, k, d))
+        return g @ g.transpose(0, 2, 1) / d
+    a = np.tril(rng.standard_normal((n, k, k)), -1)
+    idx = np.arange(k)
+    a[:, idx, idx] = np.sqrt(rng.chisquare(d - idx, size=(n, k)))
+    la = root @ a
+    return la @ la.transpose(0, 2, 1) / d
+
+
+def _psd(m: np.ndarray) -> np.ndarray:
+    """The nearest positive semi-definite matrix in Frobenius norm (negative eigenvalues → 0)."""
+    vals, vecs = np.linalg.eigh((m + m.T) / 2)
+    return (vecs * np.clip(vals, 0.0, None)) @ vecs.T
+
+
+def _shrunk_seed(rows: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """The seed matrix the critical value simulates: its contrast part shrunk towards equal
+    own variances (Ledoit & Wolf, J. Multivariate Anal. 2004, their estimated intensity).
+
+    With S − 1 = 11 degrees of freedom for k = 10 methods the sample matrix spreads its
+    eigenvalues far beyond the truth's, which makes pair contrasts look more correlated than
+    they are and the simulated critical value too small (a false-*worse* rate of 0.07 at
+    α = 0.05 in docs/reports.md's calibration). Only contrasts matter (a seed effect shared by
+    every method cancels), so the shrinking happens in the space orthogonal to the ones
+    vector: ``(1 − λ)·PΣ̂P + λ·μ·P``, μ the mean own variance there. Strongly unequal true
+    variances keep λ small. ``rows``: (k, S) seed-margin deviations.
+    """
+    from sklearn.covariance import ledoit_wolf_shrinkage
+
+    k = len(seed)
+    if k < 3 or rows.shape[1] < 2:
+        return seed
+    p = np.eye(k) - 1.0 / k
+    x = (p @ rows).T
+    if not np.any(x):
+        return seed
+    lam = float(ledoit_wolf_shrinkage(x, assume_centered=True))
+    inner = p @ seed @ p
+    mu = float(np.trace(inner)) / (k - 1)
+    return (1.0 - lam) * inner + lam * mu * p
+
+
+def crossed_moments(
+    methods: tuple[str, ...], class_sums: np.ndarray, class_counts: np.ndarray
+) -> MeanCovariance:
+    """Means over seeds of a per-query metric and their covariance, seeds × classes crossed.
 
     Args:
         class_sums: (k methods, S seeds, C classes) sum of the per-query metric (a Recall@1
-            hit is 0 or 1) over each class's queries.
+            hit is 0 or 1) over each class's queries; S ≥ 2 and C ≥ 2.
         class_counts: (C,) queries per class (the same for every method and seed).
     """
     k, s, c = class_sums.shape
-    rng = np.random.default_rng(seed)
-    means = (class_sums.sum(axis=2) / class_counts.sum()).mean(axis=1)
-    weights = rng.multinomial(c, np.full(c, 1.0 / c), size=n_boot).astype(np.float64)
-    sums = (weights @ class_sums.reshape(k * s, c).T).reshape(n_boot, k, s)
-    per_seed = _spread_seeds(sums / (weights @ class_counts)[:, None, None])
-    seeds = rng.integers(0, s, size=(n_boot, s))
-    boot = np.take_along_axis(per_seed, seeds[:, None, :], axis=2).mean(axis=2)
-    return Replicates(methods, means, boot)
+    y = c * np.asarray(class_sums, dtype=np.float64) / float(np.sum(class_counts))
+    means = y.mean(axis=(1, 2))
+    row = y.mean(axis=2) - means[:, None]  # (k, S) seed margin
+    col = y.mean(axis=1) - means[:, None]  # (k, C) class margin
+    res = (y - row[:, :, None] - col[:, None, :] - means[:, None, None]).reshape(k, s * c)
+    n = float(s * c)
+    seed = c * (row @ row.T) / (s - 1) / n
+    cls = s * (col @ col.T) / (c - 1) / n
+    resid = (res @ res.T) / ((s - 1) * (c - 1)) / n
+    df = (s - 1, c - 1, (s - 1) * (c - 1))
+    return MeanCovariance(methods, means, seed, cls, resid, df, CROSSED, _shrunk_seed(row, seed))
 
 
-def seed_replicates(
-    methods: tuple[str, ...], values: np.ndarray, n_boot: int = N_BOOT, seed: int = 0
-) -> Replicates:
-    """Means over seeds (k methods × S seeds), resampling seeds only (paired across methods):
-    for metrics without per-query records, whose class component is then not counted."""
-    s = values.shape[1]
-    rng = np.random.default_rng(seed)
-    seeds = rng.integers(0, s, size=(n_boot, s))
-    spread = _spread_seeds(values)
-    return Replicates(methods, values.mean(axis=1), spread[:, seeds].mean(axis=2).T)
+def seed_moments(methods: tuple[str, ...], values: np.ndarray) -> MeanCovariance:
+    """Means over seeds (k methods × S seeds) and their covariance over seeds only, paired
+    across methods: for metrics without per-query records, whose class component is then not
+    counted."""
+    values = np.asarray(values, dtype=np.float64)
+    k, s = values.shape
+    dev = values - values.mean(axis=1, keepdims=True)
+    seed = (dev @ dev.T) / (s - 1) / s
+    zero = np.zeros((k, k))
+    means = values.mean(axis=1)
+    shrunk = _shrunk_seed(dev, seed)
+    return MeanCovariance(methods, means, seed, zero, zero, (s - 1, 1, 1), SEEDS_ONLY, shrunk)
+
+
+def pair_contrasts(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(i, j, w)``: the unordered pairs i < j and their contrast rows e_i − e_j."""
+    i, j = np.triu_indices(k, 1)
+    w = np.zeros((len(i), k))
+    w[np.arange(len(i)), i] = 1.0
+    w[np.arange(len(i)), j] = -1.0
+    return i, j, w
+
+
+def law_draws(mc: MeanCovariance, n: int = N_SIM, seed: int = 0) -> np.ndarray:
+    """``n`` draws (n × k) of the means' deviations from a normal with the PSD covariance."""
+    vals, vecs = np.linalg.eigh(mc.joint)
+    root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+    return np.random.default_rng(seed).standard_normal((n, len(mc.means))) @ root.T
+
+
+@lru_cache(maxsize=512)
+def _range_quantile(k: int, nu: int, alpha: float) -> float:
+    """q_{1−α}(k, ν)/√2: the Tukey–Kramer critical value of the k(k − 1)/2 pairs (ν ≥ 1000
+    is taken as infinite). Cached: scipy integrates it numerically (≈ 0.1 s)."""
+    from scipy import stats
+
+    df = np.inf if nu >= 1000 else float(nu)
+    return float(stats.studentized_range.ppf(1 - alpha, k, df)) / math.sqrt(2.0)
+
+
+def pairs_floor(mc: MeanCovariance, alpha: float) -> float:
+    """The floor of Hsu's critical value over the pairs: Tukey–Kramer's q_{1−α}(k, ν_min)/√2,
+    ν_min the smallest Satterthwaite df over the pairs (rounded down). For means whose own
+    parts are independent the studentised range is the least favourable correlation of the
+    pair contrasts (Hayter, Ann. Stat. 1984), and the smallest noisy ν̂ errs low: a
+    conservative bound for the case the plug-in simulation gets wrong (module docstring)."""
+    k = len(mc.means)
+    if k < 2:
+        return 0.0
+    nu = mc.satterthwaite(pair_contrasts(k)[2])
+    nu = nu[np.isfinite(nu)]
+    return _range_quantile(k, int(nu.min()) if nu.size else 1000, alpha)
+
+
+def rows_floor(mc: MeanCovariance, w: np.ndarray, alpha: float) -> float:
+    """The floor of a max-|t| critical value over the m rows of ``w`` that are not pairs
+    (defaults vs tuned: each method's difference against 0): Šidák's t quantile
+    t_{ν_min}(1 − (1 − (1 − α)^{1/m})/2), conservative for two-sided max-|t| (Šidák, JASA
+    1967)."""
+    from scipy import stats
+
+    nu = mc.satterthwaite(w)
+    nu = nu[np.isfinite(nu)]
+    if not nu.size:
+        return 0.0
+    level = 1 - (1 - (1 - alpha) ** (1 / len(w))) / 2
+    return float(stats.t.ppf(level, max(float(np.floor(nu.min())), 1.0)))
+
+
+def critical_value(
+    mc: MeanCovariance,
+    w: np.ndarray,
+    alpha: float,
+    n: int = N_SIM,
+    seed: int = 0,
+    floor: float = 0.0,
+) -> float:
+    """The 1 − α quantile of max |w·(m̂ − m)| / ŝe over the rows of ``w`` whose variance is
+    positive, under the fitted normal model with the shrunk seed matrix (module docstring),
+    and never below ``floor``: each of ``n`` draws pairs a normal deviation of the means with
+    independent draws of the three mean-square matrices, from which its standard errors are
+    estimated as the data's are; ``floor`` when no row varies."""
+    var = mc.contrasts(w)
+    ok = var > 0
+    if not ok.any():
+        return floor
+    sim = mc if mc.seed_sim is None else replace(mc, seed=mc.seed_sim)
+    z = law_draws(sim, n, seed)
+    rng = np.random.default_rng([seed, 1])
+    parts = []
+    for x, df in zip(sim._parts, sim.df, strict=True):
+        if not np.any(x):
+            parts.append(np.zeros((len(z), int(ok.sum()))))  # a part the design lacks
+            continue
+        drawn = _wishart(x, df, len(z), rng)
+        parts.append(((drawn @ w[ok].T) * w[ok].T).sum(axis=1))  # n × m quadratic forms
+    se = np.sqrt(_floored(*parts))
+    t = np.abs(z @ w[ok].T) / np.where(se > 0, se, np.inf)
+    return max(float(np.quantile(t.max(axis=1), 1 - alpha)), floor)
 
 
 def compare_with_best(
-    reps: Replicates, delta: float, alpha: float = 0.05, higher_is_better: bool = True
+    mc: MeanCovariance,
+    delta: float,
+    alpha: float = 0.05,
+    higher_is_better: bool = True,
+    seed: int = 0,
+    critical: float | None = None,
+    n_sim: int = N_SIM,
+    equivalence: bool = True,
 ) -> pd.DataFrame:
     """Per method: the difference to the best of the others with its simultaneous interval,
     the verdict, P(rank 1) and P(top 3). Rows in the order of the observed means, best first.
+
+    ``critical`` replaces the critical value c (only :mod:`dmlbench.report.calibration`
+    does, to show what per-pair intervals would claim). Without ``equivalence`` no method is
+    called *equivalent* (records without per-query values: the intervals miss the test-query
+    component, so "inside ±δ" would be a claim they cannot back).
     """
     sign = 1.0 if higher_is_better else -1.0
-    mu, boot = sign * reps.means, sign * reps.boot
+    mu = sign * mc.means  # the covariance is unchanged by the sign
     k = len(mu)
+    pi, pj, w = pair_contrasts(k)
+    var = mc.contrasts(w)
+    se = np.zeros((k, k))
+    se[pi, pj] = se[pj, pi] = np.sqrt(var)
+    draws = law_draws(mc, n_sim, seed)
+    if critical is None and k > 1:
+        critical = critical_value(mc, w, alpha, n_sim, seed, pairs_floor(mc, alpha))
+    c = 0.0 if critical is None else critical
     diff = mu[:, None] - mu[None, :]  # Δ_ij
-    boot_diff = boot[:, :, None] - boot[:, None, :]
-    se = boot_diff.std(axis=0, ddof=1)
-    se = np.where(se > 0, se, np.inf)  # a pair that never varies cannot be told apart
-    dev = (diff[None] - boot_diff) / se[None]  # (Δ_ij − Δ*_ij) / se_ij: j looking better
-    dev[:, np.arange(k), np.arange(k)] = -np.inf
-    c = float(np.quantile(dev.reshape(len(boot), -1).max(axis=1), 1 - alpha)) if k > 1 else 0.0
     rows = []
     for i in range(k):
         others = [j for j in range(k) if j != i]
         if not others:
             break
-        se_i = se[i, others]
-        half = np.zeros_like(se_i)  # a pair that never varies: a zero-width interval
-        half[np.isfinite(se_i)] = c * se_i[np.isfinite(se_i)]
+        half = c * se[i, others]  # a pair that never varies: a zero-width interval
         lower = float((diff[i, others] - half).min())
         upper = float((diff[i, others] + half).min())
         verdict = UNDECIDED
         if upper < 0:
             verdict = WORSE
-        elif lower >= -delta and upper <= delta:
+        elif equivalence and lower >= -delta and upper <= delta:
             verdict = EQUIVALENT
         rows.append(
             {
-                "method": reps.methods[i],
-                "mean": float(reps.means[i]),
+                "method": mc.methods[i],
+                "mean": float(mc.means[i]),
                 "difference": sign * float(mu[i] - mu[others].max()),
                 "lower": lower if sign > 0 else -upper,
                 "upper": upper if sign > 0 else -lower,
@@ -143,7 +370,7 @@ def compare_with_best(
             }
         )
     out = pd.DataFrame(rows).set_index("method")
-    ranks = (-boot).argsort(axis=1).argsort(axis=1)  # 0 = best in each replicate
+    ranks = (-(mu + draws)).argsort(axis=1).argsort(axis=1)  # 0 = best in each draw
     out["p_rank1"] = (ranks == 0).mean(axis=0)
     out["p_top3"] = (ranks < 3).mean(axis=0)
     return out.sort_values("mean", ascending=not higher_is_better)

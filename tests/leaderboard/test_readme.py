@@ -28,7 +28,7 @@ def test_readme_shows_the_committed_tuned_board() -> None:
     assert shown.count("\n|") == 2 + readme.ROWS
     assert (
         "Stability over seeds" in shown
-        and "over test queries" in shown
+        and "over the test queries' classes, crossed" in shown
         and "(reports/leaderboard/index.html)" in shown
     )
     head = (REPO / "README.md").read_text(encoding="utf-8").split(readme.BEGIN)[0]

@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 from dmlbench.data.base import ArrayImages, Split
-from dmlbench.metrics.continuous import distances_from_lists, evaluate_continuous
+from dmlbench.metrics.continuous import (
+    distances_from_lists,
+    evaluate_continuous,
+    evaluate_continuous_per_query,
+)
 from dmlbench.protocol import MetricsSpec
 
 
@@ -71,6 +75,13 @@ def test_hand_worked_example() -> None:
     assert out["mld@2"] == pytest.approx(((1 + 0) / 2 + (0 + 3) / 2) / 2)
     assert out["mld@3"] == pytest.approx(((1 + 0 + 3) / 3 + (0 + 3 + 2) / 3) / 2)
     assert out["queries"] == 2
+    # each query's own values (the records' query_values): their means are the metrics
+    same, per = evaluate_continuous_per_query(emb, s, spec([1, 2, 3]))
+    assert same == out
+    np.testing.assert_allclose(per["ndcg@3"], [q1[2], q2[2]], rtol=1e-12)
+    np.testing.assert_allclose(per["mld@2"], [(1 + 0) / 2, (0 + 3) / 2])
+    for key, values in per.items():
+        assert values.mean() == pytest.approx(out[key], rel=1e-12)
 
 
 def test_perfect_ranking_scores_one_and_reversed_scores_lower() -> None:

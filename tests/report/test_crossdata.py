@@ -1,5 +1,6 @@
-"""Across data sets (dmlbench.report.crossdata): hand-computed τ, simulated boards with a known
-truth, a method missing on one board, one data set alone, and the Nemenyi number."""
+"""Across data sets (dmlbench.report.crossdata): hand-computed τ and exact permutation
+p-values, the permutation test's rate under the null, Holm by hand, a method missing on one
+board, one data set alone, and the Nemenyi number."""
 
 from __future__ import annotations
 
@@ -10,38 +11,39 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
 from dmlbench.records import QueryHits, Record
 from dmlbench.report import crossdata
 from dmlbench.report.crossdata import (
+    Agreement,
     DataSet,
     agreement,
     data_sets_needed,
+    holm,
     nemenyi_cd,
     write_cross_report,
 )
-from dmlbench.report.verdicts import Replicates, crossed_replicates
 from tests.report.test_build import rec
 
-METHODS = ("a", "b", "c", "d")
+METHODS = tuple("abcdefghijklmnop")
 
 
-def fixed(name: str, means: list[float], higher: bool = True) -> DataSet:
-    """A board whose every replicate equals its observed means: τ's interval is τ itself."""
-    m = np.array(means)
-    reps = Replicates(METHODS[: len(m)], m, np.tile(m, (50, 1)))
-    return DataSet(name, "0" * 64, "recall@1", higher, pd.Series(m, index=reps.methods),
-                   pd.Series(dtype=str), 0.03, reps)  # fmt: skip
+def fixed(name: str, means: list[float] | np.ndarray, higher: bool = True) -> DataSet:
+    """A board with these means (its verdicts are not needed here)."""
+    m = np.asarray(means, dtype=float)
+    index = list(METHODS[: len(m)])
+    return DataSet(name, f"{zlib.crc32(name.encode()):064d}", "recall@1", higher,
+                   pd.Series(m, index=index), pd.Series(dtype=str), 0.03)  # fmt: skip
 
 
-def test_hand_computed_tau_for_four_methods() -> None:
+def test_hand_computed_tau_and_exact_permutation_p_for_four_methods() -> None:
     # A: a > b > c > d; B: b > a > c > d. Of the 6 pairs only (a, b) is discordant:
-    # τ = (5 − 1) / 6 = 2/3.
+    # τ = (5 − 1) / 6 = 2/3. Of the 24 orders of B, τ ≥ 2/3 for the identity and the 3
+    # adjacent swaps: p = 4/24.
     row = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [0.7, 0.9, 0.6, 0.5]))
-    assert row.methods == 4
+    assert row.methods == 4 and row.permutations == 24
     assert row.tau == pytest.approx(2 / 3)
-    assert (row.tau_lo, row.tau_hi) == pytest.approx((2 / 3, 2 / 3))
+    assert row.p_value == pytest.approx(4 / 24)
     # B ties a and b: 5 concordant, 0 discordant, one tie in B: τ-b = 5 / √(6 · 5).
     tied = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [0.7, 0.7, 0.6, 0.5]))
     assert tied.tau == pytest.approx(5 / math.sqrt(30))
@@ -50,59 +52,34 @@ def test_hand_computed_tau_for_four_methods() -> None:
 def test_lower_is_better_is_ranked_the_other_way() -> None:
     # B's metric is a distance: its order is a < b < c < d, the same as A's.
     row = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [1, 2, 3, 4], higher=False))
-    assert row.tau == pytest.approx(1.0)
+    assert row.tau == pytest.approx(1.0) and row.p_value == pytest.approx(1 / 24)
 
 
 def test_too_few_shared_methods_give_no_tau() -> None:
     row = agreement(fixed("A", [0.9, 0.8, 0.7, 0.6]), fixed("B", [0.9, 0.8]))
-    assert row.methods == 2 and np.isnan(row.tau)
+    assert row.methods == 2 and np.isnan(row.tau) and np.isnan(row.p_value)
 
 
-def simulated(rng: np.random.Generator, true: np.ndarray, noise: float) -> DataSet:
-    """A board of k methods × 5 seeds × 50 classes of 20 queries: seed and method × class
-    components of sd ``noise``, a class component shared by all methods (sd 10 points); its
-    replicates from the verdicts' crossed bootstrap (150, to keep the test fast)."""
-    k, seeds, classes = len(true), 5, 50
-    p = (
-        true[:, None, None]
-        + rng.normal(0, noise, (k, seeds, 1))
-        + rng.normal(0, 0.10, classes)[None, None, :]
-        + rng.normal(0, noise, (k, 1, classes))
-    )
-    sums = rng.binomial(20, p.clip(0.01, 0.99)).astype(float)
-    methods = tuple(f"m{i:02d}" for i in range(k))
-    reps = crossed_replicates(methods, sums, np.full(classes, 20.0), 150, int(rng.integers(10**9)))
-    return DataSet("sim", "0" * 64, "recall@1", True, pd.Series(reps.means, index=methods),
-                   pd.Series(dtype=str), 0.03, reps)  # fmt: skip
-
-
-def test_identical_true_rankings_agree() -> None:
-    rng = np.random.default_rng(0)
-    true = np.linspace(0.75, 0.45, 12)  # 12 methods, 2.7 points apart
-    row = agreement(simulated(rng, true, 0.005), simulated(rng, true, 0.005))
-    assert row.tau > 0.9
-    assert 0 < row.tau_lo <= row.tau_hi <= 1
-
-
-def unrelated_orders(rng: np.random.Generator, values: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Two random orders of ``values`` whose Kendall τ is exactly 0. Two independent random
-    orders agree by chance (τ of sd 0.21 for 12 methods), and the bootstrap over seeds and
-    classes is about these two boards, not about data sets in general: it should cover the
-    τ of the true means, which is 0 only when the orders are unrelated in fact."""
-    while True:
-        a, b = rng.permutation(values), rng.permutation(values)
-        if stats.kendalltau(a, b).statistic == 0:
-            return a, b
-
-
-def test_unrelated_rankings_cover_zero() -> None:
+def test_permutation_p_is_calibrated_for_unrelated_orders() -> None:
+    """300 pairs of independent random orders of 12 methods (the null): p ≤ 0.05 in at most
+    0.05 + 2 Monte-Carlo sd of them, and the same orders agreeing give p < 0.001."""
     rng = np.random.default_rng(1)
-    covered = 0
-    for _ in range(16):
-        a, b = unrelated_orders(rng, np.linspace(0.75, 0.45, 12))
-        row = agreement(simulated(rng, a, 0.01), simulated(rng, b, 0.01))
-        covered += row.tau_lo <= 0 <= row.tau_hi
-    assert covered >= 14  # a 95% interval (conservative: it leans towards 0)
+    values = np.linspace(0.75, 0.45, 12)
+    small = 0
+    for i in range(300):
+        a, b = fixed(f"A{i}", rng.permutation(values)), fixed(f"B{i}", rng.permutation(values))
+        small += agreement(a, b, n=999).p_value <= 0.05
+    assert small / 300 <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 300)
+    same = agreement(fixed("A", values), fixed("B", values + 0.01))
+    assert same.tau == pytest.approx(1.0) and same.p_value < 1e-3
+
+
+def test_holm_over_the_pairs_by_hand() -> None:
+    rows = [Agreement("a", "b", 5, 0.5, p) for p in (0.01, 0.04, 0.03)]
+    rows.append(Agreement("a", "c", 2))  # untested: left out of the family
+    out = holm(rows)
+    assert [r.p_holm for r in out[:3]] == pytest.approx([0.03, 0.06, 0.06])
+    assert math.isnan(out[3].p_holm)
 
 
 def test_nemenyi_critical_difference_by_hand() -> None:
@@ -137,7 +114,7 @@ def board(name: str, rates: dict[str, float], tuned: bool = True) -> list[Record
 def test_report_side_by_side_with_a_missing_method(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(crossdata, "N_BOOT", 200)  # the report's 2,000 cost 1 s per pair
+    monkeypatch.setattr(crossdata, "PERMUTATIONS", 200)
     records = (
         board("alpha", {"a": 0.9, "b": 0.8, "c": 0.7, "d": 0.6, "e": 0.95})
         + board("beta", {"a": 0.7, "b": 0.9, "c": 0.6, "d": 0.5})
@@ -162,7 +139,8 @@ def test_report_side_by_side_with_a_missing_method(
     assert csv.loc["a", "mean_rank"] == pytest.approx((2 + 2) / 2)
     agree = pd.read_csv(paths[2])
     assert agree.loc[0, "methods"] == 4 and agree.loc[0, "tau"] == pytest.approx(2 / 3)
-    assert -1 <= agree.loc[0, "tau_lo"] <= agree.loc[0, "tau_hi"] <= 1
+    assert agree.loc[0, "p_value"] == pytest.approx(4 / 24)  # exact: 4 methods
+    assert agree.loc[0, "p_holm"] == pytest.approx(4 / 24)  # one pair
 
 
 def test_one_data_set_is_shown_alone(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from dmlbench.records import ProtocolRef, QueryHits, Record
 from dmlbench.report.build import build_reports
@@ -18,10 +19,11 @@ from dmlbench.report.defaults import (
     defaults_vs_tuned,
     simultaneous_intervals,
 )
-from dmlbench.report.verdicts import EQUIVALENT, UNDECIDED, Replicates
+from dmlbench.report.verdicts import UNDECIDED, seed_moments
 from tests.report.test_build import rec
 
-# tuned: 5 seeds; defaults: seeds 0-2. b's search selected its defaults: seeds 0-2 identical.
+# tuned: 5 seeds; defaults: seeds 0-2. b's search selected its defaults (and their epochs):
+# seeds 0-2 identical.
 TUNED = {
     "a": [0.80, 0.82, 0.81, 0.95, 0.95],
     "b": [0.70, 0.72, 0.71, 0.50, 0.50],
@@ -54,22 +56,28 @@ def test_only_shared_seeds_are_compared_paired() -> None:
     assert t.loc["a", "tuned_mean"] == pytest.approx(0.81)  # seeds 0-2 only, not 0.866
     assert t.loc["a", "difference"] == pytest.approx(0.20)
     assert t.loc["b", "tuned_mean"] == pytest.approx(0.71)  # its seeds 3-4 (0.50) not counted
-    assert (t.loc["b", "difference"], t.loc["b", "lower"], t.loc["b", "upper"]) == (0, 0, 0)
-    assert t.loc["b", "verdict"] == EQUIVALENT  # the same runs: exactly 0
+    # b's runs are the same on seeds 0-2: difference 0, but never a zero-width interval (its
+    # seeds unpaired: Var = 2 × the seed variance of b's mean) and, seeds only, no equivalent
+    assert t.loc["b", "difference"] == 0 and bool(t.loc["b", "same_runs"])
+    se = np.sqrt(2 * np.var([0.70, 0.72, 0.71], ddof=1) / 3)
+    assert t.loc["b", "upper"] == pytest.approx(-t.loc["b", "lower"])
+    assert t.loc["b", "upper"] > 2 * se
+    assert t.loc["b", "verdict"] == UNDECIDED
+    assert not t.loc[["a", "c"], "same_runs"].any()
     assert t.loc["a", "verdict"] == BETTER and t.loc["c", "verdict"] == WORSE
     assert "rank_change" not in t.columns and "defaults_rank" not in t.columns
 
 
-def test_hand_computed_simultaneous_interval() -> None:
-    """Two methods whose replicates move by exactly ±0.01 and ±0.02: every studentised
-    deviation is 1 (up to the ddof), so c ≈ 1 and the intervals are the estimate ± se."""
-    boot = np.array([[0.11, 0.22], [0.09, 0.18]] * 50)
-    reps = Replicates(("a", "b"), np.array([0.10, 0.20]), boot)
-    lower, upper = simultaneous_intervals(reps)
-    se = boot.std(axis=0, ddof=1)
-    c = 0.01 / se[0]
-    np.testing.assert_allclose(lower, [0.10 - c * se[0], 0.20 - c * se[1]])
-    np.testing.assert_allclose(upper, [0.10 + c * se[0], 0.20 + c * se[1]])
+def test_one_method_gets_the_paired_t_interval() -> None:
+    """One method over 5 seeds, seeds only: the family is one difference, so c is t_4's 97.5%
+    quantile (Šidák's floor with m = 1; the simulation agrees within its noise)."""
+    d = np.array([[0.02, 0.05, 0.01, 0.04, 0.03]])
+    lower, upper = simultaneous_intervals(seed_moments(("a",), d))
+    se = d.std(ddof=1) / np.sqrt(5)
+    c = stats.t.ppf(0.975, 4)
+    assert lower[0] == pytest.approx(d.mean() - c * se, rel=0.05)
+    assert upper[0] == pytest.approx(d.mean() + c * se, rel=0.05)
+    assert upper[0] - d.mean() >= c * se - 1e-12  # never below the floor
 
 
 def test_noise_gives_undecided_and_hits_add_the_class_component() -> None:
@@ -112,7 +120,8 @@ def test_files_written_and_indexed(tmp_path: Path) -> None:
     assert "different runs" not in text and "rank change" in text  # the note says why none
     row = next(line for line in text.splitlines() if line.startswith("| b "))
     cells = [c.strip() for c in row.split("|")[2:-1]]
-    assert cells == ["3", "71.0", "71.0", "+0.0 [+0.0, +0.0]", "equivalent"]
+    assert cells[:3] == ["3", "71.0", "71.0"] and cells[4] == "undecided"
+    assert cells[3].startswith("+0.0 [-") and cells[3].endswith("] (same runs)")
     with csv_path.open(encoding="utf-8") as fh:
         rows = {r["method"]: r for r in csv.DictReader(fh)}
     assert float(rows["a"]["difference"]) == pytest.approx(0.20)

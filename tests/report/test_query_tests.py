@@ -1,4 +1,5 @@
-"""Per-query hits: seed-mean rates, class sums for the crossed bootstrap, the confidence table."""
+"""Per-query values: seed-mean rates, class sums for the crossed moment estimates, the
+confidence table, continuous labels' per-query values."""
 
 from __future__ import annotations
 
@@ -72,11 +73,49 @@ def test_the_board_resamples_classes_where_hits_exist_and_the_confidence_table_u
     result = analyse_board(df, records, margin=0.03)
     md = summary_markdown("t", summary_table(df), result, False)
     assert result.resampled == "seeds and test classes"
-    assert "over seeds and over test queries, crossed" in md
+    assert "over the test queries' classes, crossed" in md
     assert analyse_board(df, margin=0.03).resampled == "seeds"  # no records: seeds only
-    assert "the test-class component is not counted" in analyse_board(df, margin=0.03).legend
+    assert "the test-query component is not counted" in analyse_board(df, margin=0.03).legend
     table = confidence_table(records)
     rates = hit_rates(records)
     assert rates is not None
     lo, hi = rates.interval("a")
     assert table.loc["a", "95% CI (queries)"] == f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def test_query_values_round_trip_validate_and_feed_the_crossed_design() -> None:
+    """Continuous labels: per-query nDCG and label distances survive the record's encoding
+    (float32), a mean that disagrees with the metric or a wrong length is a damaged record,
+    and query_sums gives one unit per query."""
+    import numpy as np
+    import pytest
+
+    from dmlbench.records import QueryValues, record_problem
+    from dmlbench.report.query_tests import query_sums
+    from tests.report.test_build import rec
+
+    rng = np.random.default_rng(0)
+    records = []
+    for m in ("a", "b"):
+        for s in range(3):
+            ndcg = rng.uniform(0.5, 1.0, 100)
+            r = rec(
+                m, s, "p" * 64, "poses-mini", m={"ndcg@10": float(ndcg.mean()), "queries": 100.0}
+            )
+            values = QueryValues.encode({"ndcg@10": ndcg})
+            records.append(r.model_copy(update={"query_values": values}))
+            np.testing.assert_allclose(values.decode("ndcg@10"), ndcg, rtol=1e-6)
+            assert record_problem(records[-1]) is None
+    found = query_sums(records, "ndcg@10", ["a", "b"], [0, 1, 2])
+    assert found is not None
+    sums, counts = found
+    assert sums.shape == (2, 3, 100) and (counts == 1).all()
+    assert sums[0].sum(axis=1).mean() / 100 == pytest.approx(
+        np.mean([r.metrics["ndcg@10"] for r in records if r.method == "a"]), rel=1e-6
+    )
+    bad = records[0].model_copy(update={"metrics": {"ndcg@10": 0.1, "queries": 100.0}})
+    assert "query_values give ndcg@10" in (record_problem(bad) or "")
+    short = records[0].model_copy(update={"metrics": {**records[0].metrics, "queries": 99.0}})
+    assert "query_values holds 100 queries" in (record_problem(short) or "")
+    assert query_sums(records[1:], "ndcg@10", ["a", "b"], [0, 1, 2]) is None  # a seed missing
+    assert query_sums(records, "mld@10", ["a", "b"], [0]) is None  # not kept

@@ -1,0 +1,388 @@
+"""Calibration of the verdicts by simulation: error rates against a known truth.
+
+The verdicts (:mod:`dmlbench.report.verdicts`) claim a false-*worse* rate of at most α and an
+*equivalent* that a method truly more than δ away rarely gets. Those claims hold only if the
+generator of the test boards is as rich as the real data, so the one here has every source
+of variance the committed records show, with sizes fitted to glyphs-mini's records
+(:func:`fit_components`, from the per-query hits :func:`~dmlbench.report.query_tests.class_sums`
+reads), on the probability scale of a class's hit rate:
+
+    p_isc = μ + g_i + a_s + u_is + b_c + v_ic + w_sc,   h_isc ~ Binomial(n_c, p_isc)
+
+with g_i the true gaps, a_s a seed effect shared by every method (a seed fixes initial weights
+and batch order alike), u_is a method's own seed effect, b_c a class effect (resampled from
+the board's observed class means), v_ic a method × class interaction, w_sc a seed × class
+interaction shared by the methods, and the binomial draw of each class's queries (the query
+noise, the largest part of the seed × class interaction). The components are moment
+estimates (McCullagh 2000; Owen 2007) from the ten leading methods' cross-products: the
+shared parts from pairs of methods, the own parts from each method less the shared.
+
+Procedures compared (:data:`PROCEDURES`): the package's (moments), the crossed bootstrap it
+replaces (which counts the seed × class noise three times), the same moments with seeds
+unpaired across methods, and per-pair intervals (not simultaneous). The last three are kept
+here, and only here, as the broken variants the tests must catch.
+
+Run ``python -m dmlbench.report.calibration --boards 500`` for the table in docs/reports.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from dmlbench.records import Record, load_records
+from dmlbench.report.query_tests import class_sums
+from dmlbench.report.tables import UNTRAINED, row_labels
+from dmlbench.report.verdicts import (
+    EQUIVALENT,
+    N_SIM,
+    WORSE,
+    MeanCovariance,
+    compare_with_best,
+    crossed_moments,
+)
+
+ROOT = Path("results/leaderboard")
+FITTED = ("glyphs-mini", "emoji-mini", "icons-mini")
+DELTA = 0.03  # the shipped protocols' equivalence margin: 3 Recall@1 points
+ALPHA = 0.05
+N_BOOT = 2000  # the replaced bootstrap's replicates
+
+
+@dataclass(frozen=True)
+class Components:
+    """Sizes of the generator's parts (standard deviations, probability scale), per board."""
+
+    name: str
+    mean: float
+    seed_shared: float
+    seed_method: np.ndarray  # one sd per method: the methods' own seed effects, unequal
+    class_effects: np.ndarray  # observed class means less their mean, resampled per board
+    counts: np.ndarray  # queries of each observed class, resampled with its effect
+    class_method: float
+    seed_class: float
+    seed_class_method: float  # beyond the binomial query noise
+    seeds: int
+
+    def unequal(self, ratio: float) -> Components:
+        """The same board with the methods' own seed sds spread geometrically over
+        ``ratio`` (sd of the last / sd of the first), their mean square kept."""
+        k = len(self.seed_method)
+        spread = np.geomspace(1.0, ratio, k)
+        spread *= math.sqrt(float(np.mean(self.seed_method**2)) / float(np.mean(spread**2)))
+        return replace(self, name=f"{self.name}, own seed sd ×{ratio:g} apart", seed_method=spread)
+
+
+def fit_components(records: Sequence[Record], name: str = "", top: int = 10) -> Components:
+    """Moment estimates of the generator's parts from one board's final records with
+    per-query hits, over its ``top`` leading methods (the methods a "close to the best"
+    question is about): shared parts from the mean cross-product of two methods, a method's
+    own parts from its own square less the shared, the binomial query noise subtracted from
+    the residual's own part."""
+    finals = [r for r in records if r.stage == "final"]
+    labels = row_labels(finals)
+    kept = [r for r, lb in zip(finals, labels, strict=True) if lb != UNTRAINED]
+    methods = tuple(sorted(set(row_labels(kept))))
+    seeds = sorted({r.seed for r in kept})
+    found = class_sums(kept, methods, seeds)
+    if found is None:
+        raise ValueError("the records carry no per-query hits on shared queries")
+    sums, counts = found
+    mc = crossed_moments(methods, sums, counts)
+    lead = np.argsort(-mc.means)[:top]
+    _k, s, c = sums.shape
+    n = s * c
+    pick = np.ix_(lead, lead)
+    seed = ((mc.seed - mc.resid) * n / c)[pick]  # Cov(a_s + u_is) per pair of methods
+    cls = ((mc.cls - mc.resid) * n / s)[pick]
+    res = (mc.resid * n)[pick]
+    off = ~np.eye(len(lead), dtype=bool)
+
+    def shared(m: np.ndarray) -> float:
+        return max(float(m[off].mean()), 0.0)
+
+    rates = sums[lead] / counts
+    scale = c * counts / counts.sum()  # y = scale · class hit rate
+    binomial = float(np.mean(scale**2 * rates * (1 - rates) / np.maximum(counts - 1, 1)))
+    own_res = float(np.diag(res).mean()) - shared(res)
+    return Components(
+        name=name,
+        mean=float(mc.means[lead].mean()),
+        seed_shared=math.sqrt(shared(seed)),
+        seed_method=np.sqrt(np.clip(np.diag(seed) - shared(seed), 1e-8, None)),
+        class_effects=rates.mean(axis=(0, 1)) - rates.mean(),
+        counts=counts,
+        class_method=math.sqrt(max(float(np.diag(cls).mean()) - shared(cls), 0.0)),
+        seed_class=math.sqrt(shared(res)),
+        seed_class_method=math.sqrt(max(own_res - binomial, 0.0)),
+        seeds=s,
+    )
+
+
+def simulate(
+    rng: np.random.Generator, comp: Components, gaps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One board's per-class hit sums (k × seeds × classes) and queries per class, the
+    methods' true Recall@1 being ``comp.mean + gaps`` (up to the clip to [0.005, 0.995]);
+    as many classes as the fitted board, resampled with their query counts."""
+    k, s = len(gaps), comp.seeds
+    pick = rng.integers(0, len(comp.counts), len(comp.counts))
+    counts, c = comp.counts[pick], len(pick)
+    own = comp.seed_method[np.arange(k) % len(comp.seed_method)]
+    p = (
+        comp.mean
+        + gaps[:, None, None]
+        + rng.normal(0, comp.seed_shared, (1, s, 1))
+        + rng.normal(0, 1, (k, s, 1)) * own[:, None, None]
+        + comp.class_effects[pick][None, None, :]
+        + rng.normal(0, comp.class_method, (k, 1, c))
+        + rng.normal(0, comp.seed_class, (1, s, c))
+        + rng.normal(0, comp.seed_class_method, (k, s, c))
+    )
+    hits = rng.binomial(counts.astype(np.int64), p.clip(0.005, 0.995)).astype(np.float64)
+    return hits, counts
+
+
+Procedure = Callable[..., pd.DataFrame]
+
+
+def moments(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
+            seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+    """The package's procedure (:mod:`dmlbench.report.verdicts`)."""
+    mc = crossed_moments(methods, sums, counts)
+    return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
+
+
+def unpaired(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
+             seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+    """Broken: the seeds treated as independent per method (their cross-products dropped)."""
+    mc = _unpaired(crossed_moments(methods, sums, counts))
+    return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
+
+
+def _unpaired(mc: MeanCovariance) -> MeanCovariance:
+    """The seed matrix without its cross-products (seeds independent per method)."""
+    seed = np.diag(np.diag(mc.seed))
+    return replace(mc, seed=seed, seed_sim=seed)
+
+
+def per_pair(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
+             seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+    """Broken: each pair's own 95% interval (c = z_0.975), not simultaneous over the pairs."""
+    mc = crossed_moments(methods, sums, counts)
+    z = float(stats.norm.ppf(1 - ALPHA / 2))
+    return compare_with_best(mc, delta, ALPHA, seed=seed, critical=z, n_sim=n_sim)
+
+
+def bootstrap(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
+              seed: int, n_boot: int = N_BOOT) -> pd.DataFrame:  # fmt: skip
+    """Broken: the crossed bootstrap the package used before (seeds and classes resampled,
+    seed values spread by √(S/(S − 1))), with Hsu's interval from its standard errors and
+    its max-deviation quantile; it counts the seed × class interaction three times."""
+    k, s, c = sums.shape
+    rng = np.random.default_rng(seed)
+    means = (sums.sum(axis=2) / counts.sum()).mean(axis=1)
+    weights = rng.multinomial(c, np.full(c, 1.0 / c), size=n_boot).astype(np.float64)
+    per_seed = (weights @ sums.reshape(k * s, c).T).reshape(n_boot, k, s)
+    per_seed /= (weights @ counts)[:, None, None]
+    centre = per_seed.mean(axis=2, keepdims=True)
+    per_seed = centre + math.sqrt(s / (s - 1)) * (per_seed - centre)
+    pick = rng.integers(0, s, size=(n_boot, s))
+    boot = np.take_along_axis(per_seed, pick[:, None, :], axis=2).mean(axis=2)
+    diff = means[:, None] - means[None, :]
+    boot_diff = boot[:, :, None] - boot[:, None, :]
+    se = boot_diff.std(axis=0, ddof=1)
+    se = np.where(se > 0, se, np.inf)
+    dev = (diff[None] - boot_diff) / se[None]
+    dev[:, np.arange(k), np.arange(k)] = -np.inf
+    crit = float(np.quantile(dev.reshape(n_boot, -1).max(axis=1), 1 - ALPHA))
+    rows = []
+    for i in range(k):
+        others = [j for j in range(k) if j != i]
+        lower = float((diff[i, others] - crit * se[i, others]).min())
+        upper = float((diff[i, others] + crit * se[i, others]).min())
+        verdict = WORSE if upper < 0 else EQUIVALENT if -delta <= lower and upper <= delta else ""
+        rows.append({"method": methods[i], "lower": lower, "upper": upper, "verdict": verdict})
+    return pd.DataFrame(rows).set_index("method")
+
+
+def point_estimate(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
+                   seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+    """Broken (for *equivalent* only): the package's *worse*, but *equivalent* wherever the
+    point estimate of the difference to the best of the others lies inside ±δ."""
+    out = moments(methods, sums, counts, delta, seed, n_sim)
+    near = (out["difference"].abs() <= delta) & (out["verdict"] != WORSE)
+    return out.assign(verdict=np.where(near, EQUIVALENT, out["verdict"]))
+
+
+PROCEDURES: dict[str, Procedure] = {
+    "moments (this package)": moments,
+    "crossed bootstrap (before)": bootstrap,
+    "moments, seeds unpaired": unpaired,
+    "per-pair intervals": per_pair,
+    "point estimate inside ±δ": point_estimate,
+}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Per procedure, over ``boards`` simulated boards of each scenario."""
+
+    false_worse: float  # all tied: boards with any worse
+    equivalent_tie: float  # all tied: share of methods called equivalent
+    power: float  # one method 3 points behind: called worse
+    false_equivalent: float  # one method δ + 0.5 points ahead: boards with any equivalent
+    se_ratio: float  # all tied: mean estimated variance of a difference / its true variance
+    boards: int
+
+
+def wilson(x: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion x (of n trials)."""
+    centre = (x + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(x * (1 - x) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def rates(
+    procedures: Sequence[str],
+    comp: Components,
+    boards: int,
+    k: int = 10,
+    delta: float = DELTA,
+    seed: int = 2026,
+    n_sim: int = N_SIM,
+    n_boot: int = N_BOOT,
+) -> dict[str, Rates]:
+    """Simulate ``boards`` boards of each scenario (the same boards for every procedure)."""
+    rng = np.random.default_rng(seed)
+    methods = tuple(str(i) for i in range(k))
+    behind, ahead = np.zeros(k), np.zeros(k)
+    behind[k - 1] = -0.03
+    ahead[0] = delta + 0.005
+    count = {p: np.zeros(4) for p in procedures}
+    var_sum = dict.fromkeys(procedures, 0.0)
+    first_diff = []
+    for b in range(boards):
+        tie = simulate(rng, comp, np.zeros(k))
+        gap = simulate(rng, comp, behind)
+        near = simulate(rng, comp, ahead)
+        first_diff.append(float(np.mean((tie[0][0] - tie[0][1]).sum(axis=1)) / tie[1].sum()))
+        for p in procedures:
+            run = PROCEDURES[p]
+            extra = {"n_boot": n_boot} if run is bootstrap else {"n_sim": n_sim}
+            out = run(methods, *tie, delta, b, **extra)
+            count[p][0] += bool((out["verdict"] == WORSE).any())
+            count[p][1] += float((out["verdict"] == EQUIVALENT).mean())
+            count[p][2] += (
+                run(methods, *gap, delta, b, **extra).loc[methods[-1], "verdict"] == WORSE
+            )
+            near_out = run(methods, *near, delta, b, **extra)
+            count[p][3] += bool((near_out["verdict"] == EQUIVALENT).any())
+            var_sum[p] += pair_se(p, methods, tie) ** 2
+    true_var = float(np.var(first_diff, ddof=1))
+    out = {}
+    for p in procedures:
+        fw, eq, power, false_eq = (float(v) / boards for v in count[p])
+        out[p] = Rates(fw, eq, power, false_eq, var_sum[p] / boards / true_var, boards)
+    return out
+
+
+def pair_se(
+    procedure: str, methods: tuple[str, ...], board: tuple[np.ndarray, np.ndarray]
+) -> float:
+    """The procedure's standard error of the difference of methods 0 and 1."""
+    if procedure == "crossed bootstrap (before)":
+        sums, counts = board
+        _k, s, c = sums.shape
+        rng = np.random.default_rng(0)
+        w = rng.multinomial(c, np.full(c, 1.0 / c), size=500).astype(np.float64)
+        d = (sums[0] - sums[1]) @ w.T / (w @ counts)  # (S, B)
+        d = d.mean(axis=1, keepdims=True) + math.sqrt(s / (s - 1)) * (
+            d - d.mean(axis=1, keepdims=True)
+        )
+        pick = rng.integers(0, s, size=(500, s))
+        return float(np.take_along_axis(d.T, pick, axis=1).mean(axis=1).std(ddof=1))
+    mc = crossed_moments(methods, *board)
+    if procedure == "moments, seeds unpaired":
+        mc = _unpaired(mc)
+    w = np.zeros((1, len(methods)))
+    w[0, :2] = [1.0, -1.0]
+    return float(np.sqrt(mc.contrasts(w)[0]))
+
+
+def table(result: dict[str, Rates]) -> str:
+    """The Markdown table of :func:`rates`, each rate with its 95% Monte-Carlo interval."""
+
+    def cell(x: float, n: int) -> str:
+        lo, hi = wilson(x, n)
+        return f"{x:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    head = (
+        "| procedure | false *worse*, all tied (target 0.02–0.06) | *equivalent*, true tie "
+        "(share of methods) | *worse*, 3 points behind (power) | any *equivalent*, δ + 0.5 "
+        "points apart (≤ 0.05) | variance of a difference / truth |\n"
+        "| --- | --- | --- | --- | --- | --- |"
+    )
+    rows = [
+        f"| {p} | {cell(r.false_worse, r.boards)} | {r.equivalent_tie:.3f} "
+        f"| {cell(r.power, r.boards)} | {cell(r.false_equivalent, r.boards)} "
+        f"| {r.se_ratio:.2f} |"
+        for p, r in result.items()
+    ]
+    return "\n".join([head, *rows])
+
+
+def describe(comp: Components) -> str:
+    """The fitted sizes in words (Recall@1 points)."""
+    own = 100 * comp.seed_method
+    return (
+        f"{comp.name}: mean {100 * comp.mean:.1f}, seed shared {100 * comp.seed_shared:.2f}, "
+        f"seed per method {own.min():.2f}–{own.max():.2f}, class "
+        f"{100 * comp.class_effects.std():.1f}, method × class {100 * comp.class_method:.2f}, "
+        f"seed × class {100 * comp.seed_class:.2f}, seed × class × method "
+        f"{100 * comp.seed_class_method:.2f} (plus the binomial query noise); {comp.seeds} "
+        f"seeds, {len(comp.counts)} classes, {int(comp.counts.sum())} queries"
+    )
+
+
+def generators(root: Path, boards: Sequence[str]) -> list[Components]:
+    """One generator fitted to each board in ``boards`` (folders under ``root``), and the
+    first one again with its methods' own seed sds 16× apart (strongly unequal)."""
+    comps = []
+    for name in boards:
+        records, _ = load_records(root / name)
+        comps.append(fit_components(records, name))
+    return [*comps, comps[0].unequal(16.0)]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--boards", type=int, default=500, help="simulated boards per scenario")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the committed boards")
+    parser.add_argument("--fit", nargs="+", default=list(FITTED), help="boards to fit to")
+    parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        parser.exit(2, f"{args.root}: no such folder of boards\n")
+    parts = [
+        f"10 methods, δ = {100 * DELTA:g} points, α = {ALPHA:g}, {args.boards} boards per "
+        "scenario; false *worse*, power and any *equivalent* with Wilson 95% Monte-Carlo "
+        "intervals."
+    ]
+    for comp in generators(args.root, args.fit):
+        result = rates(list(PROCEDURES), comp, args.boards)
+        parts += [f"**{describe(comp)}.**", table(result)]
+        print(parts[-2], parts[-1], sep="\n\n", flush=True)
+    if args.out is not None:
+        args.out.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
