@@ -40,6 +40,10 @@ from dmlbench.errors import ProtocolError, did_you_mean, format_validation_error
 from dmlbench.metrics.catalogue import hash_omit_defaults
 
 COMPONENT_CHECK = "dmlbench.engine.components:check_components"
+# What ``pretrained: trunk:NAME`` stands for in the hash: the trunk's recipe hash and weights
+# SHA-256 (dmlbench.models.trunks), resolved by name like the component check.
+TRUNK_IDENTITY = "dmlbench.models.trunks:identity"
+TRUNK_PREFIX = "trunk:"
 HASH_EXCLUDE: dict[str, Any] = {
     "description": True,
     "citation": True,
@@ -295,6 +299,11 @@ class Protocol(FrozenModel):
 def protocol_hash(protocol: Protocol) -> str:
     """SHA-256 of the canonical JSON of everything that can move a number."""
     content = protocol.model_dump(mode="json", exclude=HASH_EXCLUDE)
+    pretrained = content["model"]["pretrained"]
+    if isinstance(pretrained, str) and pretrained.startswith(TRUNK_PREFIX):
+        module, _, name = TRUNK_IDENTITY.partition(":")
+        identity = getattr(importlib.import_module(module), name)
+        content["model"]["pretrained"] = identity(pretrained[len(TRUNK_PREFIX) :])
     for (section, key), default in HASH_OMIT_DEFAULTS.items():
         if content[section].get(key) == default:
             del content[section][key]
