@@ -4,11 +4,10 @@ learning by a wide margin.
 A board whose best method sits a few points above nearest neighbours on raw pixels, the
 untrained network or the pretrained network without fine-tuning measures which loss harms a
 starting point least, not which one learns a metric; the differences between methods that the
-verdicts then judge are a few points too. ``MIN_MARGIN`` (10 points of the headline metric,
-Recall@1 or nDCG@10) asks for a gain over the best such row several times the equivalence
-margin of the verdicts (3 points), the order of the gains the fine-tuning comparisons report
-over their unfine-tuned ImageNet rows. ``dmlbench check --update`` refuses to write a board
-that fails it, naming the margin; the report prints the gate under every board.
+verdicts then judge are a few points too. The margin (the protocol's ``report.gate_margin``,
+10 points of the headline metric, Recall@1 or nDCG@10, by default) asks for a gain over the
+best such row several times the equivalence margin of the verdicts (3 points).
+``dmlbench check --update`` refuses to write a board that fails it, naming the margin.
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from dataclasses import dataclass
 
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.catalogue import HEADLINE
+from dmlbench.protocol import DEFAULT_GATE_MARGIN
 from dmlbench.records import BASELINES, PRETRAINED
-
-MIN_MARGIN = 0.10
 
 
 class GateError(DmlbenchError):
@@ -38,6 +36,7 @@ class Gate:
     value: float
     baseline: str
     baseline_value: float
+    required: float = DEFAULT_GATE_MARGIN
 
     @property
     def margin(self) -> float:
@@ -45,7 +44,7 @@ class Gate:
 
     @property
     def passed(self) -> bool:
-        return self.margin >= MIN_MARGIN - 1e-12
+        return self.margin >= self.required - 1e-12
 
     def sentence(self) -> str:
         verdict = "passes" if self.passed else "FAILS"
@@ -53,7 +52,7 @@ class Gate:
             f"{self.board} {verdict} the gate: best method {self.method} {self.metric} "
             f"{100 * self.value:.1f}, {100 * self.margin:+.1f} points over the best row that "
             f"needs no learning ({self.baseline}, {100 * self.baseline_value:.1f}); "
-            f"a board needs {100 * MIN_MARGIN:+.0f}"
+            f"a board needs {100 * self.required:+.0f}"
         )
 
 
@@ -65,7 +64,9 @@ def headline_of(means: Mapping[str, Mapping[str, float]]) -> str:
     raise GateError("the board's entries share no headline metric (Recall@1 or nDCG@10)")
 
 
-def gate(board: str, means: Mapping[str, Mapping[str, float]]) -> Gate:
+def gate(
+    board: str, means: Mapping[str, Mapping[str, float]], required: float = DEFAULT_GATE_MARGIN
+) -> Gate:
     """The gate of a board from each entry's mean metrics (method → metric → mean).
 
     Raises:
@@ -79,7 +80,7 @@ def gate(board: str, means: Mapping[str, Mapping[str, float]]) -> Gate:
         raise GateError(f"{board}: no {missing}: the gate compares both")
     method = max(trained, key=lambda m: (trained[m], m))
     baseline = max(floors, key=lambda m: (floors[m], m))
-    return Gate(board, metric, method, trained[method], baseline, floors[baseline])
+    return Gate(board, metric, method, trained[method], baseline, floors[baseline], required)
 
 
 def require(gates: list[Gate]) -> None:

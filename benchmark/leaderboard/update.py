@@ -127,7 +127,9 @@ def update_leaderboard(
         spreads = dict(prev.methods) if methods is not None and prev else {}
         seeds = boards.LEADERBOARD[n].seeds
         board_spreads[n] = spreads | {m: _spreads(records[n, m], seeds) for m in chosen[n]}
-    require([gate(n, means(s)) for n, s in board_spreads.items()])  # before anything is written
+    require(  # before anything is written
+        [gate(n, means(s), protocols[n].report.gate_margin) for n, s in board_spreads.items()]
+    )
     for n, protocol in protocols.items():
         spreads, seeds = board_spreads[n], boards.LEADERBOARD[n].seeds
         typical = typical_std(spreads)

@@ -24,7 +24,7 @@ import pandas as pd
 from dmlbench.metrics import catalogue
 from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
-from dmlbench.records import Record, atomic_write_text
+from dmlbench.records import Record, atomic_write_text, is_baseline
 from dmlbench.report.external import by_hash, external_markdown, split_external
 from dmlbench.report.query_tests import class_sums
 from dmlbench.report.ranking import primary_metric
@@ -33,7 +33,6 @@ from dmlbench.report.tables import (
     Shown,
     check_one_condition,
     format_table,
-    is_baseline,
     metric_columns,
     numeric_summary,
     records_frame,
