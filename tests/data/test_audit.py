@@ -4,13 +4,17 @@ whose Greek, Cyrillic and Latin capitals share drawings."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from dmlbench.cli.main import main
 from dmlbench.data.audit import NEAR_RMS, audit, lookalikes
 from dmlbench.data.base import DataSplits, Split
+from dmlbench.protocol import load_protocol
 
 
 def _splits(
@@ -71,6 +75,17 @@ def test_glyphs_mini_fails_the_audit(capsys: pytest.CaptureFixture[str]) -> None
     assert "audit FAILED" in out
     line = next(x for x in out.splitlines() if "look-alike in a training class" in x)
     assert int(line.split(":")[1].split()[0]) > 100  # e.g. Greek Β drawn as Latin B
+
+
+def test_glyphs_drawn_distinct_pass_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """glyphs-mini with ``distinct: true``: no look-alike within or across splits."""
+    protocol = load_protocol("glyphs-mini").with_overrides({"data.params.distinct": True})
+    path = tmp_path / "glyphs-distinct.yaml"
+    path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")), encoding="utf-8")
+    assert main(["data", "audit", "--protocol", str(path)]) == 0
+    assert "audit passed" in capsys.readouterr().out
 
 
 def test_a_continuous_label_set_has_no_classes_to_confuse(
