@@ -86,7 +86,8 @@ def draw(maps: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
 def generate(params: FractalsParams) -> tuple[np.ndarray, np.ndarray]:
     """All images (N, 3, S, S) uint8 and class ids (N,), ``per_class`` images a class."""
     size, n = params.image_size, params.per_class
-    images, labels = [], []
+    images: list[np.ndarray] = []
+    labels: list[int] = []
     attempt = 0
     while len(labels) < params.num_classes * n:
         attempt += 1
