@@ -71,3 +71,9 @@ def test_pretrained_row_is_the_trunks_features(
         feats = net(torch.stack([test.images[i] for i in range(len(test))])).numpy()
     expected = _recall_at_1(feats.astype(np.float64), np.asarray(test.labels))
     assert row.metrics["recall@1"] == pytest.approx(expected, abs=1e-9)
+    # the untrained row stays the random network, trunk or not
+    random = run_protocol(
+        tiny_glyphs_protocol, [], [0], RunOptions(results_dir=tmp_path / "r", progress=False)
+    )
+    untrained = [r.metrics for r in (*records, *random) if r.method == "untrained"]
+    assert untrained[0] == untrained[1]

@@ -108,18 +108,19 @@ def baseline_model(protocol: Protocol, name: str, in_channels: int, seed: int) -
     """The network a no-learning row embeds the test images with.
 
     ``pixels``: none (the images flattened); ``untrained``: the network as initialised for
-    ``seed``; ``pretrained``: the trunk's pooled features, without the embedding head, as the
-    papers report their ImageNet backbone before fine-tuning.
+    ``seed``, random weights throughout even where the protocol starts from a trunk;
+    ``pretrained``: the trunk's pooled features, without the embedding head, as the papers
+    report their ImageNet backbone before fine-tuning.
     """
     if name == PIXELS:
         return nn.Flatten()
-    model = init_model(protocol, None, in_channels, seed)
     if name == PRETRAINED:
         if protocol.model.pretrained is None:
             raise DmlbenchError(f"protocol {protocol.name} starts from no weights: no {name} row")
-        backbone: nn.Module = model.backbone  # type: ignore[assignment]
+        backbone: nn.Module = init_model(protocol, None, in_channels, seed).backbone  # type: ignore[assignment]
         return backbone
-    return model
+    random = protocol.model.model_copy(update={"pretrained": None})
+    return init_model(protocol.model_copy(update={"model": random}), None, in_channels, seed)
 
 
 def on_memory_format(protocol: Protocol, model: nn.Module) -> nn.Module:
