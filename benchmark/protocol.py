@@ -40,6 +40,10 @@ from dmlbench.errors import ProtocolError, did_you_mean, format_validation_error
 from dmlbench.metrics.catalogue import hash_omit_defaults
 
 COMPONENT_CHECK = "dmlbench.engine.components:check_components"
+# What ``pretrained: trunk:NAME`` stands for in the hash: the trunk's recipe hash and weights
+# SHA-256 (dmlbench.models.trunks), resolved by name like the component check.
+TRUNK_IDENTITY = "dmlbench.models.trunks:identity"
+TRUNK_PREFIX = "trunk:"
 HASH_EXCLUDE: dict[str, Any] = {
     "description": True,
     "citation": True,
@@ -51,6 +55,10 @@ HASH_EXCLUDE: dict[str, Any] = {
 # (at the tuned boards' chosen 12 seeds, a method truly tied with the best is called
 # *equivalent* in about 94% of boards at 3 points, 69% at 2.5 and 9% at 2).
 DEFAULT_EQUIVALENCE_MARGIN = 0.03
+# How far a board's best method must stand above the best row that needs no learning (raw
+# pixels, the untrained network, the pretrained one without fine-tuning): 10 points of the
+# headline metric (dmlbench.leaderboard.gate says why).
+DEFAULT_GATE_MARGIN = 0.10
 # Keys added after protocols were hashed, left out of the hash while at their default, so that
 # adding an option never changes the identity of the protocols that do not use it.
 HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {
@@ -218,9 +226,13 @@ class ReportSpec(FrozenModel):
     headline metric's units (0.03 = 3 Recall@1 points): a method whose simultaneous interval of
     the difference to the best of the others lies inside ± δ is *equivalent*. It is chosen
     from a power calculation, not from the results, and can change without retraining.
+    ``gate_margin`` is how far the board's best method must stand above the best row that
+    needs no learning before ``dmlbench check --update`` writes the board
+    (:mod:`dmlbench.leaderboard.gate`); every shipped board keeps the default.
     """
 
     equivalence_margin: Float = Field(DEFAULT_EQUIVALENCE_MARGIN, gt=0.0, lt=1.0)
+    gate_margin: Float = Field(DEFAULT_GATE_MARGIN, ge=-1.0, lt=1.0)
 
 
 class Protocol(FrozenModel):
@@ -295,6 +307,11 @@ class Protocol(FrozenModel):
 def protocol_hash(protocol: Protocol) -> str:
     """SHA-256 of the canonical JSON of everything that can move a number."""
     content = protocol.model_dump(mode="json", exclude=HASH_EXCLUDE)
+    pretrained = content["model"]["pretrained"]
+    if isinstance(pretrained, str) and pretrained.startswith(TRUNK_PREFIX):
+        module, _, name = TRUNK_IDENTITY.partition(":")
+        identity = getattr(importlib.import_module(module), name)
+        content["model"]["pretrained"] = identity(pretrained[len(TRUNK_PREFIX) :])
     for (section, key), default in HASH_OMIT_DEFAULTS.items():
         if content[section].get(key) == default:
             del content[section][key]

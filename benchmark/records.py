@@ -29,9 +29,25 @@ from dmlbench.protocol import Protocol, StrictModel
 from dmlbench.provenance import command_line, environment
 
 SCHEMA_VERSION = 1
-# The method name of the untrained baseline row every seed gets (the randomly initialised
-# network, evaluated like a trained one).
+# The rows that need no learning, which every seed of every run gets: nearest neighbours on
+# the raw test pixels, the randomly initialised network, and (where the protocol starts from a
+# trunk) the pretrained network's features without fine-tuning, the papers' "ImageNet" row.
+# A board must beat the best of them by a wide margin (dmlbench.leaderboard.gate).
+PIXELS = "pixels"
 UNTRAINED = "untrained"
+PRETRAINED = "pretrained"
+BASELINES = (PIXELS, UNTRAINED, PRETRAINED)
+
+
+def baselines_for(protocol: Protocol) -> list[str]:
+    """The no-learning rows of ``protocol``: ``pretrained`` only where it names weights."""
+    return [b for b in BASELINES if b != PRETRAINED or protocol.model.pretrained is not None]
+
+
+def is_baseline(method: str) -> bool:
+    return method in BASELINES
+
+
 # ``external``: embeddings of a model trained elsewhere, scored on a protocol's test split
 # (``dmlbench evaluate``); every table and ranking reads ``final`` records only.
 Stage = Literal["final", "search-trial", "external"]

@@ -35,19 +35,20 @@ from dmlbench.engine.evaluation import evaluate
 from dmlbench.engine.external import kept_file_arrays
 from dmlbench.engine.progress import RunTally
 from dmlbench.engine.progress import line as progress_line
-from dmlbench.engine.train import embed, image_channels, init_model, resolve_device, train
+from dmlbench.engine.train import baseline_model, embed, image_channels, resolve_device, train
 from dmlbench.errors import DmlbenchError
 from dmlbench.methods import METHODS, HParams, Method, method_for
 from dmlbench.metrics.retrieval import check_ks
 from dmlbench.options import RunOptions, Selection, torch_threads
 from dmlbench.protocol import Protocol
 from dmlbench.records import (
-    UNTRAINED,
     Artifact,
     DamagedRecord,
     Record,
     Timings,
+    baselines_for,
     folder_problem,
+    is_baseline,
     load_record,
     new_record,
     record_lock,
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 def run_protocol(
     protocol: Protocol, methods: list[str], seeds: list[int], run_options: RunOptions | None = None
 ) -> list[Record]:
-    """Train and evaluate each method for each seed, plus the untrained baseline."""
+    """Train and evaluate each method for each seed, plus the rows that need no learning."""
     run_options = run_options or RunOptions()
     with torch_threads(run_options.threads):
         return _run_protocol(protocol, methods, seeds, run_options)
@@ -91,10 +92,11 @@ def _run_protocol(
                 raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
             tuning = replace(run_options, overrides=overrides)  # a smoke run gets its own study
             selections[name] = _tune(protocol, name, data, tuning)
-    tally = RunTally([UNTRAINED, *methods], seeds)
+    rows = [*baselines_for(protocol), *methods]
+    tally = RunTally(rows, seeds)
     records, skipped = [], []
     for seed in seeds:
-        for name in [UNTRAINED, *methods]:
+        for name in rows:
             record = _final_run(protocol, name, seed, data, run_options, overrides, selections)
             tally.finished(record)
             if record is None:
@@ -222,7 +224,7 @@ def run_one(
     selection: Selection | None = None,
     keep_as: Path | None = None,
 ) -> Record:
-    """One (method, seed): train on ``data.train`` (unless untrained), evaluate on ``data.test``.
+    """One (method, seed): train on ``data.train`` (unless a baseline), evaluate on ``data.test``.
 
     With a ``selection`` from a search, its hyper-parameters are used and training stops after
     the epoch that scored best on validation. With ``keep_as`` (the path the record will be
@@ -235,8 +237,9 @@ def run_one(
     curve: list[dict[str, float]] = []
     steps, train_s, ips = 0, 0.0, 0.0
     method: Method | None = None
-    if method_name == UNTRAINED:
-        model = init_model(protocol, None, image_channels(data.train), seed).to(device)
+    if is_baseline(method_name):
+        model = baseline_model(protocol, method_name, image_channels(data.train), seed)
+        model = model.to(device)
     else:
         chosen = selection.hparams if selection else run_options.hparams.get(method_name)
         method = method_for(protocol, method_name, chosen, data.train.num_classes)
@@ -260,7 +263,7 @@ def run_one(
     metrics, query_hits = evaluate(protocol.metrics, embeddings, data.test, seed, query_hits=True)
     now = time.perf_counter()
     artifacts: dict[str, Artifact] = {}
-    if keep_as is not None:  # the untrained network is its seed's initialisation: no weights
+    if keep_as is not None:  # a baseline is its seed's initialisation or the trunk: no weights
         card = _model_card(protocol, method_name, hparams, seed, data)
         trained = None if method is None else model
         extra = kept_file_arrays(protocol, data, method_name, seed)  # dmlbench evaluate reads it

@@ -78,6 +78,15 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(name)
         print("timm:<name>         any timm model (timm.list_models())")
         print("torchvision:<name>  any torchvision classification model")
+    elif args.what == "trunks":
+        from dmlbench.models.trunks import load_recipe, trunk_names
+
+        names = [n for n in trunk_names() if name_matches(n, args.pattern)]
+        check_some_match("trunk", args.pattern, names, trunk_names())
+        for name in names:
+            recipe = load_recipe(name)
+            sha = (recipe.sha256 or "no weights yet")[:12]
+            print(f"{name:16} {sha:12}  {recipe.description}")
     else:
         from dmlbench.data import DATASETS
 
@@ -93,11 +102,11 @@ def add_parser(subparsers: Any) -> None:
 
     lst = subparsers.add_parser(
         "list",
-        help="list methods, protocols, backbones or data sets",
+        help="list methods, protocols, backbones, trunks or data sets",
         description="List registered components; PATTERN is a shell-style "
         "pattern, matched regardless of case, e.g. dmlbench list methods '*Proxy*'.",
     )
-    lst.add_argument("what", choices=["methods", "protocols", "backbones", "datasets"])
+    lst.add_argument("what", choices=["methods", "protocols", "backbones", "trunks", "datasets"])
     lst.add_argument("pattern", nargs="?", default="*", help="filter (default: *)")
     add_plugin_option(lst, help="import MODULE first (its methods are listed too)")
     lst.add_argument(

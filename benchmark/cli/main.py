@@ -33,6 +33,7 @@ COMMANDS = (
     "dmlbench.cli.check",
     "dmlbench.cli.embed",
     "dmlbench.cli.evaluate",
+    "dmlbench.cli.pretrain",
 )
 
 # Commands that train, and so can be tracked (--track).

@@ -149,10 +149,12 @@ def _override_backbone(
     The protocol's pretraining is kept unless ``--pretrained`` says otherwise, so
     ``--backbone-override resnet50`` on cub200 trains from ImageNet weights (and fails
     clearly when they cannot be fetched), never silently from random ones. The small CPU
-    backbones have no pretrained weights at all: for them the override uses random weights
-    and says so on one line. Such runs are marked in the record and never enter a leaderboard.
+    backbones have only trunks made here (``trunk:NAME``): given other weights, the override
+    uses random weights and says so on one line. Such runs are marked in the record and never
+    enter a leaderboard.
     """
     from dmlbench.models import NO_PRETRAINED
+    from dmlbench.models.trunks import trunk_name
 
     backbone = args.backbone_override or protocol.model.backbone
     pretrained = protocol.model.pretrained
@@ -160,7 +162,7 @@ def _override_backbone(
         pretrained = (
             None if args.pretrained.lower() in {"none", "null", "random"} else args.pretrained
         )
-    elif backbone in NO_PRETRAINED and pretrained:
+    elif backbone in NO_PRETRAINED and pretrained and trunk_name(pretrained) is None:
         print(
             f"warning: backbone {backbone} has no pretrained weights; the override trains it "
             f"from random weights (the protocol asks for {pretrained}; --pretrained none "

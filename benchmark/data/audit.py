@@ -155,6 +155,36 @@ def audit(
     return found
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """What :func:`to_drop` removes so that an audit passes: whole classes (their labels),
+    and single images (per split, positions in the split)."""
+
+    classes: frozenset[int]
+    images: dict[str, frozenset[int]]
+
+
+def to_drop(found: Audit, labels: dict[str, np.ndarray]) -> Dropped:
+    """The classes and images to remove so that ``found``'s splits pass the audit.
+
+    Of two classes drawn alike within a split the later (higher label) goes; a test class
+    drawn like a training class goes (it was not unseen); a near-blank image goes, and with it
+    a class left with fewer than two images (no query of it would have an answer). The rule
+    depends on nothing but the labels, so the same data always lose the same classes.
+    """
+    classes: set[int] = set()
+    for c in sorted(found.clashes, key=lambda c: (c.where, c.class_a, c.class_b)):
+        if c.class_a in classes or c.class_b in classes:
+            continue  # one of the two is gone already
+        classes.add(c.class_a if c.where == "test~train" else max(c.class_a, c.class_b))
+    images = {split: frozenset(found.blank.get(split, [])) for split in labels}
+    for split, y in labels.items():
+        kept = np.array([i not in images[split] for i in range(len(y))], dtype=bool)
+        left = dict(zip(*np.unique(y[kept], return_counts=True), strict=True))
+        classes |= {int(c) for c in np.unique(y) if left.get(c, 0) < 2}
+    return Dropped(frozenset(classes), images)
+
+
 def audit_protocol(
     protocol: Protocol,
     data_root: str | None = None,

@@ -42,7 +42,7 @@ from dmlbench.data.base import (
     fingerprint_arrays,
 )
 from dmlbench.data.npz_cache import load_or_rebuild
-from dmlbench.protocol import MAX_SEED, FrozenModel, Int
+from dmlbench.protocol import MAX_SEED, Bool, FrozenModel, Int
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,11 @@ class GlyphsParams(FrozenModel):
     num_classes: Int = Field(400, ge=4, le=100_000)
     instances_per_font: Int = Field(1, ge=1, le=16)
     seed: Int = Field(0, ge=0, le=MAX_SEED)
+    distinct: Bool = Field(
+        False,
+        description="drop every letter drawn like an earlier one in any font at image_size "
+        "(what the audit checks); false: the byte-identical 48-px filter of v1-v4 protocols",
+    )
 
 
 def font_dir() -> Path:
@@ -122,8 +127,17 @@ def font_licences() -> list[dict[str, Any]]:
 
 
 @lru_cache(maxsize=1)
-def available_letters() -> tuple[str, ...]:
-    """Letters every font draws, homoglyphs removed, in code point order."""
+@lru_cache(maxsize=8)
+def available_letters(distinct_at: int | None = None) -> tuple[str, ...]:
+    """Letters every font draws, look-alikes removed, in code point order.
+
+    Without ``distinct_at`` (protocols up to glyphs-mini v4), a letter is dropped when its
+    48-px render in three of the fonts is byte-identical to an earlier letter's: that kept
+    230 test images with an identical drawing in another class (Greek Β, Cyrillic В). With
+    ``distinct_at`` (the image size), a letter is dropped when its drawing in *any* font is
+    within the audit's near-identity (:data:`dmlbench.data.audit.NEAR_RMS`) of an earlier kept
+    letter's drawing in any font, at that size: what ``dmlbench data audit`` checks.
+    """
     from matplotlib.ft2font import FT2Font
 
     common: set[int] | None = None
@@ -132,14 +146,33 @@ def available_letters() -> tuple[str, ...]:
         common = codes if common is None else common & codes
     assert common is not None
     letters = [chr(c) for c in sorted(common) if unicodedata.category(chr(c)).startswith("L")]
+    letters = [ch for ch in letters if any(_clean_render(ch, 0))]
+    if distinct_at is not None:
+        return _distinct(letters, distinct_at)
     seen: set[bytes] = set()
     kept = []
     for ch in letters:
         key = b"".join(_clean_render(ch, f) for f in (0, 8, 12))
-        if key in seen or not any(_clean_render(ch, 0)):
+        if key in seen:
             continue
         seen.add(key)
         kept.append(ch)
+    return tuple(kept)
+
+
+def _distinct(letters: list[str], size: int) -> tuple[str, ...]:
+    """``letters`` (in order) whose drawings at ``size``, in every font, are all farther than
+    the audit's near-identity from every earlier kept letter's drawings in every font."""
+    from dmlbench.data.audit import lookalikes
+
+    kept: list[str] = []
+    rows = np.empty((0, size * size), dtype=np.float32)
+    for ch in letters:
+        drawn = np.stack([drawing(ch, f, size).reshape(-1) for f in range(len(FONT_FILES))])
+        drawn = drawn.astype(np.float32) / 255.0
+        if next(lookalikes(drawn, rows, same_split=False), None) is None:
+            kept.append(ch)
+            rows = np.concatenate([rows, drawn])
     return tuple(kept)
 
 
@@ -198,8 +231,8 @@ def drawing(ch: str, font_index: int, size: int) -> np.ndarray:
     return np.asarray(img.resize((size, size), resample=Image.Resampling.BOX), dtype=np.uint8)
 
 
-def select_classes(num_classes: int) -> list[str]:
-    letters = available_letters()
+def select_classes(num_classes: int, distinct_at: int | None = None) -> list[str]:
+    letters = available_letters(distinct_at)
     if num_classes > len(letters):
         from dmlbench.errors import DataError
 
@@ -210,9 +243,13 @@ def select_classes(num_classes: int) -> list[str]:
     return [letters[i] for i in picks]
 
 
+def _distinct_at(params: GlyphsParams) -> int | None:
+    return params.image_size if params.distinct else None
+
+
 def generate(params: GlyphsParams) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """All images (N, 1, S, S) uint8 and class ids (N,), classes in code point order."""
-    classes = select_classes(params.num_classes)
+    classes = select_classes(params.num_classes, _distinct_at(params))
     n = len(classes) * len(FONT_FILES) * params.instances_per_font
     images = np.empty((n, 1, params.image_size, params.image_size), dtype=np.uint8)
     labels = np.empty(n, dtype=np.int64)
@@ -296,7 +333,7 @@ class Glyphs(DatasetSource):
         """Each image's drawing before its random transform, per split, in the splits' order
         (:func:`generate`'s: class, then font, then instance), on [0, 1]."""
         assert isinstance(params, GlyphsParams)
-        classes = select_classes(params.num_classes)
+        classes = select_classes(params.num_classes, _distinct_at(params))
         per_class = [
             drawing(ch, f, params.image_size).reshape(-1) / 255.0
             for ch in classes

@@ -15,19 +15,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 from pydantic import Field
 
 from dmlbench.data.base import DataSplits
 from dmlbench.data.custom import CustomImages, SplitSpec, index_entries
 from dmlbench.data.files import Entry
 from dmlbench.errors import DataError
-from dmlbench.protocol import FrozenModel
+from dmlbench.protocol import Bool, FrozenModel, ImagesSpec
 
 
 class GroupSplitParams(FrozenModel):
-    """``data.params`` of a prepared set: the groups (index column ``group``) held out for test."""
+    """``data.params`` of a prepared set: the groups (index column ``group``) held out for
+    test, and whether look-alike classes and near-blank images are dropped (``distinct``)."""
 
     test_groups: tuple[str, ...] = Field(min_length=1)
+    distinct: Bool = Field(
+        False,
+        description="drop the classes and images `dmlbench data audit` finds at the "
+        "protocol's resolution (dmlbench.data.audit.to_drop)",
+    )
 
 
 LICENCES = "licences.yaml"
@@ -79,8 +86,32 @@ class RenderedImages(CustomImages):
                     write_licences(root, self.licences(root))
         return path
 
+    dropped: frozenset[int] = frozenset()  # indices into the index's entries (``distinct``)
+
     def entries(self, params: GroupSplitParams, root: Path) -> list[Entry]:
-        return index_entries(root, SplitSpec(test_groups=params.test_groups))
+        entries = index_entries(root, SplitSpec(test_groups=params.test_groups))
+        return [e for i, e in enumerate(entries) if i not in self.dropped]
+
+    def _lookalikes(self, params: GroupSplitParams, root: Path, cache_dir: Path) -> frozenset[int]:
+        """The entries ``distinct`` drops: :func:`~dmlbench.data.audit.to_drop` of the audit
+        of every image as the protocol's test pipeline feeds it (a random training crop would
+        hide a copy), mapped back to the index."""
+        from dmlbench.data.audit import audit, to_drop
+
+        assert self.images is not None
+        probe = type(self)(ImagesSpec(train=self.images.test, test=self.images.test))
+        splits = CustomImages.load(probe, params, root, cache_dir)
+        labels = {s: np.asarray(getattr(splits, s).labels) for s in ("train", "test")}
+        drop = to_drop(audit(self.name, splits), labels)
+        entries = index_entries(root, SplitSpec(test_groups=params.test_groups))
+        roles = np.array([e.role for e in entries])
+        where = {
+            "train": np.flatnonzero(roles == "train"),
+            "test": np.flatnonzero(roles != "train"),
+        }
+        gone = {i for i, e in enumerate(entries) if e.label in drop.classes}
+        gone |= {int(where[s][i]) for s, items in drop.images.items() for i in items}
+        return frozenset(gone)
 
     def load(self, params: GroupSplitParams, root: Path | None, cache_dir: Path) -> DataSplits:
         """The prepared root, loaded as a bring-your-own root (a flip is refused before
@@ -91,7 +122,12 @@ class RenderedImages(CustomImages):
         if self.images is not None and self.images.train.hflip > 0:
             raise DataError(f"{self.name}: images.train.hflip must be 0: mirrored, {self.mirrored}")
         prepared = self.prepared_root(cache_dir)
+        self.dropped = frozenset()
+        if params.distinct:
+            self.dropped = self._lookalikes(params, prepared, cache_dir)
         splits = super().load(params, prepared, cache_dir)
+        if params.distinct:
+            splits.info["dropped_images"] = len(self.dropped)
         h = hashlib.sha256(splits.fingerprint.encode())
         h.update((prepared / "sources.yaml").read_bytes())
         splits.fingerprint = h.hexdigest()

@@ -69,13 +69,13 @@ def model_arrays(method: str, protocol: str, protocol_hash: str, seed: int) -> d
     """What ``dmlbench evaluate`` records by default of a model a run of ``method`` trained:
     its name, ``trained_by`` dmlbench, ``trained_on`` the protocol's training split (nothing
     for the untrained row), and the run's seed, whose numbers the file then reproduces."""
-    from dmlbench.records import UNTRAINED
+    from dmlbench.records import PIXELS, PRETRAINED, UNTRAINED
 
-    trained_on = (
-        f"nothing: the initialisation of seed {seed} under {protocol}"
-        if method == UNTRAINED
-        else f"the training split of {protocol} ({protocol_hash[:12]}), seed {seed}"
-    )
+    trained_on = {
+        UNTRAINED: f"nothing: the initialisation of seed {seed} under {protocol}",
+        PIXELS: "nothing: the test images' pixels",
+        PRETRAINED: f"nothing after the trunk {protocol} starts from",
+    }.get(method, f"the training split of {protocol} ({protocol_hash[:12]}), seed {seed}")
     fields = {"model_name": method, "trained_by": "dmlbench", "trained_on": trained_on}
     return {k: np.asarray(v) for k, v in fields.items()} | {"seed": np.asarray(seed)}
 

@@ -25,10 +25,10 @@ from torch import nn
 
 from dmlbench.data.base import Split
 from dmlbench.engine.artifacts import ModelCard, read_card, read_weights
-from dmlbench.engine.train import init_model
+from dmlbench.engine.train import baseline_model, init_model
 from dmlbench.errors import DmlbenchError
 from dmlbench.protocol import Protocol, TransformSpec
-from dmlbench.records import UNTRAINED, Record, load_record, record_path
+from dmlbench.records import Record, is_baseline, load_record, record_path
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,9 @@ def build_network(kept: Kept) -> nn.Module:
 
     card, protocol = kept.card, kept.protocol
     channels = int(card.input_shape[0])
-    if card.method == UNTRAINED:
+    if is_baseline(card.method):
         with _rng_kept():
-            return init_model(protocol, None, channels, card.seed)
+            return baseline_model(protocol, card.method, channels, card.seed)
     method = method_for(protocol, card.method, card.hparams, card.num_classes)
     weights = read_weights(kept.record, kept.path)
     random_init = protocol.model_copy(  # the kept weights replace any pretrained ones

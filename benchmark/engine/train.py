@@ -33,6 +33,7 @@ from dmlbench.methods import Method
 from dmlbench.models import build_model
 from dmlbench.options import Accel
 from dmlbench.protocol import Protocol
+from dmlbench.records import PIXELS, PRETRAINED
 
 EpochHook = Callable[[int, nn.Module], dict[str, float]]
 
@@ -101,6 +102,25 @@ def init_model(protocol: Protocol, method: Method | None, in_channels: int, seed
     return on_memory_format(
         protocol, build_model(protocol.model, in_channels, feature_layer_norm=layer_norm)
     )
+
+
+def baseline_model(protocol: Protocol, name: str, in_channels: int, seed: int) -> nn.Module:
+    """The network a no-learning row embeds the test images with.
+
+    ``pixels``: none (the images flattened); ``untrained``: the network as initialised for
+    ``seed``, random weights throughout even where the protocol starts from a trunk;
+    ``pretrained``: the trunk's pooled features, without the embedding head, as the papers
+    report their ImageNet backbone before fine-tuning.
+    """
+    if name == PIXELS:
+        return nn.Flatten()
+    if name == PRETRAINED:
+        if protocol.model.pretrained is None:
+            raise DmlbenchError(f"protocol {protocol.name} starts from no weights: no {name} row")
+        backbone: nn.Module = init_model(protocol, None, in_channels, seed).backbone  # type: ignore[assignment]
+        return backbone
+    random = protocol.model.model_copy(update={"pretrained": None})
+    return init_model(protocol.model_copy(update={"model": random}), None, in_channels, seed)
 
 
 def on_memory_format(protocol: Protocol, model: nn.Module) -> nn.Module:

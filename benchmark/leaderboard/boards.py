@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dmlbench.errors import DmlbenchError
-from dmlbench.records import UNTRAINED
+from dmlbench.records import is_baseline
 
 DEFAULTS = "defaults"
 TUNED = "tuned"
@@ -152,11 +152,11 @@ CHECK_SUBSET: dict[str, tuple[str, ...]] = {
 
 def check_entries(name: str, entries: list[str], everything: bool = False) -> list[str]:
     """The entries of board ``name`` a check re-runs: all with ``everything``, else
-    ``CHECK_SUBSET``'s for that board (plus the untrained row) when it has one."""
+    ``CHECK_SUBSET``'s for that board (plus the rows that need no learning) when it has one."""
     subset = CHECK_SUBSET.get(name)
     if everything or subset is None:
         return entries
-    return [m for m in entries if m in subset or m == UNTRAINED]
+    return [m for m in entries if m in subset or is_baseline(m)]
 
 
 def leaderboard_protocol(name: str) -> Any:
@@ -200,7 +200,7 @@ def expected_hparams(method: str, samples_per_class: int | None) -> dict[str, An
     ``samples_per_class`` images per class (defaults + leaderboard's, restated for the batch)."""
     from dmlbench.methods import METHODS
 
-    if method == UNTRAINED:
+    if is_baseline(method):
         return {}
     given = LEADERBOARD_HPARAMS.get(method, {})
     return METHODS.get(method).resolved_hparams(given, samples_per_class)

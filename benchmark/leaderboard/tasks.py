@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dmlbench.records import UNTRAINED, Record
+from dmlbench.records import Record, is_baseline
 
 THREADS = 1
 
@@ -60,8 +60,8 @@ def leaderboard_threads() -> AbstractContextManager[None]:
 
 
 def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, list[Record]]:
-    """Seconds and the task's records in seed order (the untrained row is reused from
-    ``work`` when another task made it, and computed otherwise)."""
+    """Seconds and the task's records in seed order (the rows that need no learning are
+    reused from ``work`` when another task made them, and computed otherwise)."""
     from dmlbench.options import RunOptions, Selection
     from dmlbench.run import run_protocol
 
@@ -74,7 +74,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
         keep=False,  # a temporary folder: kept weights and embeddings would be thrown away
         selections={task.method: Selection.from_record(task.selection)} if task.selection else {},
     )
-    trained = [] if task.method == UNTRAINED else [task.method]
+    trained = [] if is_baseline(task.method) else [task.method]
     with leaderboard_threads():
         records = run_protocol(task.protocol, trained, list(task.seeds), run_options)
     return time.perf_counter() - start, [r for r in records if r.method == task.method]
@@ -90,8 +90,8 @@ def run_tasks(
     """Every task, ``jobs`` at a time in spawned processes (in this one when ``jobs == 1``,
     with progress bars if asked); ``finished`` is called in this process as each one ends.
     Untrained tasks run first, here: they take seconds and the others reuse their records."""
-    here = [t for t in tasks if t.method == UNTRAINED or jobs == 1]
-    rest = [t for t in tasks if t.method != UNTRAINED and jobs > 1]
+    here = [t for t in tasks if is_baseline(t.method) or jobs == 1]
+    rest = [t for t in tasks if not is_baseline(t.method) and jobs > 1]
     for task in here:
         finished(task, *run_task(task, work, progress))
     if not rest:

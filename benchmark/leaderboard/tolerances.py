@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.catalogue import FAMILIES
 from dmlbench.protocol import StrictModel
-from dmlbench.records import UNTRAINED
+from dmlbench.records import is_baseline
 
 K = 3.0
 
@@ -126,7 +126,7 @@ def typical_std(spreads: dict[str, dict[str, SeedSpread]]) -> dict[str, float]:
     protocol's typical 0.010), which would fail a harmless change. The tolerance therefore
     never goes below ``k`` times what is typical for that metric under that protocol.
     """
-    trained = {m: e for m, e in spreads.items() if m != UNTRAINED} or spreads
+    trained = {m: e for m, e in spreads.items() if not is_baseline(m)} or spreads
     metrics = {metric for entry in trained.values() for metric in entry}
     return {
         metric: statistics.median(e[metric].std for e in trained.values() if metric in e)

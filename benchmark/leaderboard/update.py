@@ -33,6 +33,7 @@ from dmlbench.leaderboard.boards import (
     expected_hparams,
     leaderboard_overrides,
 )
+from dmlbench.leaderboard.gate import gate, require
 from dmlbench.leaderboard.tasks import THREADS, Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
     CAP,
@@ -50,9 +51,10 @@ from dmlbench.leaderboard.tolerances import (
     typical_std,
 )
 from dmlbench.records import (
-    UNTRAINED,
     Record,
     atomic_write_text,
+    baselines_for,
+    is_baseline,
     load_records,
     record_path,
     save_record,
@@ -100,7 +102,7 @@ def update_leaderboard(
     chosen = check.select_entries(
         names,
         methods,
-        {n: [UNTRAINED, *boards.board_methods(n)] for n in protocols},
+        {n: [*baselines_for(p), *boards.board_methods(n)] for n, p in protocols.items()},
     )
     fingerprints = _fingerprints(protocols, protocols_out, partial=methods is not None)
     tasks = _tasks(protocols, chosen, work)
@@ -119,11 +121,17 @@ def update_leaderboard(
         )
 
     run_tasks(tasks, work, jobs, finished, progress)
-    for n, protocol in protocols.items():
+    board_spreads: dict[str, dict[str, dict[str, SeedSpread]]] = {}
+    for n in protocols:
         prev = protocols_out.get(n)
         spreads = dict(prev.methods) if methods is not None and prev else {}
         seeds = boards.LEADERBOARD[n].seeds
-        spreads |= {m: _spreads(records[n, m], seeds) for m in chosen[n]}
+        board_spreads[n] = spreads | {m: _spreads(records[n, m], seeds) for m in chosen[n]}
+    require(  # before anything is written
+        [gate(n, means(s), protocols[n].report.gate_margin) for n, s in board_spreads.items()]
+    )
+    for n, protocol in protocols.items():
+        spreads, seeds = board_spreads[n], boards.LEADERBOARD[n].seeds
         typical = typical_std(spreads)
         spreads = {
             m: {
@@ -210,9 +218,9 @@ def _fingerprints(
 
 def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) -> list[Task]:
     """One task per defaults entry and seed; one per tuned entry (search, then every seed),
-    first, as the longest; the untrained rows, cheap, as one task per board. A defaults record
-    in ``work`` made with other hyper-parameters than today's is stale (a tuned record is
-    reused only with its study's selection: :func:`dmlbench.run._reusable`).
+    first, as the longest; the rows that need no learning, cheap, as one task per board and
+    row. A defaults record in ``work`` made with other hyper-parameters than today's is stale
+    (a tuned record is reused only with its study's selection: :func:`dmlbench.run._reusable`).
 
     Why a tuned entry's seeds are not tasks of their own: they would share the study as
     parallel workers, and which trials had finished when the next one was proposed, or when
@@ -226,7 +234,7 @@ def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) 
     for n, protocol in protocols.items():
         seeds, tuned = boards.LEADERBOARD[n].seeds, boards.is_tuned(n)
         for m in chosen[n]:
-            if m == UNTRAINED:
+            if is_baseline(m):
                 tasks.append(Task(n, protocol, m, seeds))
                 continue
             if tuned:
@@ -238,8 +246,16 @@ def _tasks(protocols: dict[str, Any], chosen: dict[str, list[str]], work: Path) 
                 path = record_path(work, protocol.name, protocol.hash, m, s, "final", overrides)
                 stale = path.is_file() and load_record(path).hparams != expected
                 tasks.append(Task(n, protocol, m, (s,), hparams, stale))
-    untrained = [t for t in tasks if t.method == UNTRAINED]
-    return untrained + tuned_tasks + [t for t in tasks if t.method != UNTRAINED]
+    cheap = [t for t in tasks if is_baseline(t.method)]
+    return cheap + tuned_tasks + [t for t in tasks if not is_baseline(t.method)]
+
+
+def means(spreads: dict[str, dict[str, SeedSpread]]) -> dict[str, dict[str, float]]:
+    """Each entry's mean over seeds per metric (what the gate compares)."""
+    return {
+        m: {metric: sum(s.values) / len(s.values) for metric, s in entry.items()}
+        for m, entry in spreads.items()
+    }
 
 
 def _spreads(by_seed: dict[int, Record], seeds: tuple[int, ...]) -> dict[str, SeedSpread]:

@@ -30,6 +30,8 @@ from torch import nn
 
 from dmlbench.errors import DmlbenchError, Registry, did_you_mean
 from dmlbench.models.normalization import IMAGENET, InputConvention, InputNormalization
+from dmlbench.models.trunks import PREFIX as TRUNK_PREFIX
+from dmlbench.models.trunks import TRUNK_BACKBONES, load_recipe, load_state, trunk_name
 
 if TYPE_CHECKING:  # torchvision costs about 2 s to import: only when such a backbone is built
     from torchvision.models import WeightsEnum
@@ -62,14 +64,49 @@ class SmallCNN(nn.Module):
 
 @BACKBONES.register("small-cnn")
 def small_cnn(pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
-    if pretrained:
-        raise DmlbenchError("backbone 'small-cnn' has no pretrained weights; set pretrained: null")
     net = SmallCNN(in_channels)
+    load_trunk(net, "small-cnn", pretrained, in_channels)
     return net, net.out_dim
 
 
-# Backbones without pretrained weights of any kind (CPU-sized, trained from scratch).
-NO_PRETRAINED = frozenset({"small-cnn", "small-resnet"})
+def load_trunk(net: nn.Module, backbone: str, pretrained: str | None, in_channels: int) -> None:
+    """Load the trunk ``pretrained: trunk:NAME`` names into ``net`` (a CPU-sized backbone).
+
+    Trunks are trained on RGB; a one-channel protocol gets the first convolution's weights
+    summed over the three colours (what timm does for ``in_chans=1``): exactly the RGB network
+    applied to the grey image repeated three times.
+
+    Raises:
+        DmlbenchError: weights other than a trunk made here, or a trunk that does not fit.
+    """
+    if pretrained is None:
+        return
+    check_trunk(backbone, pretrained)
+    name = str(trunk_name(pretrained))
+    state = load_state(name)
+    first = next(n for n, m in net.named_modules() if isinstance(m, nn.Conv2d)) + ".weight"
+    if in_channels == 1 and state[first].shape[1] == 3:
+        state[first] = state[first].sum(dim=1, keepdim=True)
+    elif state[first].shape[1] != in_channels:
+        raise DmlbenchError(f"trunk '{name}' takes 3-channel images, not {in_channels}")
+    net.load_state_dict(state)
+
+
+def check_trunk(backbone: str, pretrained: str) -> None:
+    """Refuse weights other than a shipped trunk of this backbone, without loading them."""
+    name = trunk_name(pretrained)
+    if name is None:
+        raise DmlbenchError(
+            f"backbone '{backbone}' has no weights {pretrained!r}; use pretrained: "
+            f"{TRUNK_PREFIX}NAME (a trunk made by `dmlbench pretrain`) or null"
+        )
+    recipe = load_recipe(name)
+    if recipe.backbone != backbone:
+        raise DmlbenchError(f"trunk '{name}' is a {recipe.backbone}, not a {backbone}")
+
+
+# Backbones whose only weights are trunks made here (CPU-sized; ``pretrained: trunk:NAME``).
+NO_PRETRAINED = frozenset(TRUNK_BACKBONES)
 # ``pretrained`` values asking for the library's default weights of a timm/torchvision model.
 DEFAULT_WEIGHTS = frozenset({"imagenet", "default"})
 # torchvision models whose weights are ported with ``transform_input=True`` (torchvision sets it
@@ -201,6 +238,8 @@ def check_weights(name: str, pretrained: str | None) -> None:
     Raises:
         DmlbenchError: the backbone has no weights of that tag, or none at all.
     """
+    if pretrained is not None and name in NO_PRETRAINED:
+        check_trunk(name, pretrained)
     if pretrained is None or name in BACKBONES or not backbone_exists(name):
         return  # an unknown name is an error of its own
     lib, _, model = name.partition(":")

@@ -12,8 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dmlbench.errors import DmlbenchError
-from dmlbench.models.backbones import BACKBONES
+from dmlbench.models.backbones import BACKBONES, load_trunk
 
 
 class BasicBlock(nn.Module):
@@ -63,9 +62,6 @@ class SmallResNet(nn.Module):
 
 @BACKBONES.register("small-resnet")
 def small_resnet(pretrained: str | None, in_channels: int) -> tuple[nn.Module, int]:
-    if pretrained:
-        raise DmlbenchError(
-            "backbone 'small-resnet' has no pretrained weights; set pretrained: null"
-        )
     net = SmallResNet(in_channels)
+    load_trunk(net, "small-resnet", pretrained, in_channels)
     return net, net.out_dim

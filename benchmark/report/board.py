@@ -25,13 +25,12 @@ import pandas as pd
 
 from dmlbench.metrics import catalogue
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
-from dmlbench.records import Record, atomic_write_text
+from dmlbench.records import Record, atomic_write_text, is_baseline
 from dmlbench.report.external import by_hash, external_markdown, split_external
 from dmlbench.report.query_tests import query_sums
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
-    UNTRAINED,
     Shown,
     check_one_condition,
     format_table,
@@ -208,7 +207,7 @@ def analyse_board(
     if margin is None:
         margin = equivalence_margin(records[0].protocol) if records else DEFAULT_EQUIVALENCE_MARGIN
     higher = higher_is_better(metric)
-    trained = df[(df["method"] != UNTRAINED) & df[metric].notna()]
+    trained = df[~df["method"].map(is_baseline) & df[metric].notna()]
     scores = trained[["method", "seed", metric]].drop_duplicates(["method", "seed"])
     base = BoardAnalysis(metric, higher, seeds, ids, scores, margin=margin)
     methods = tuple(sorted(scores["method"].unique()))

@@ -28,7 +28,7 @@ import pandas as pd
 
 from dmlbench.metrics.catalogue import HITS_METRIC, ci_keys
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import UNTRAINED, Record
+from dmlbench.records import Record, is_baseline
 from dmlbench.report.query_tests import hit_rates
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.tables import HIDDEN, row_labels
@@ -62,7 +62,7 @@ def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
     rows = {}
     rates = hit_rates(finals) if metric == HITS_METRIC else None
     labels = row_labels(finals)
-    for method in sorted(set(labels), key=lambda m: (m == UNTRAINED, m)):
+    for method in sorted(set(labels), key=lambda m: (is_baseline(m), m)):
         runs = [r for r, lb in zip(finals, labels, strict=True) if lb == method]
         runs = [r for r in runs if metric in r.metrics]
         values = np.array([r.metrics[metric] for r in runs], dtype=np.float64)
@@ -121,14 +121,14 @@ def _interval(lo: float, hi: float) -> str:
 
 
 def _hparams(runs: list[Record]) -> str:
-    if not runs or runs[0].method == UNTRAINED:
+    if not runs or is_baseline(runs[0].method):
         return ""
     items = runs[0].hparams.items()
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
 
 
 def _selected(runs: list[Record]) -> str:
-    if not runs or runs[0].method == UNTRAINED:
+    if not runs or is_baseline(runs[0].method):
         return ""
     s = runs[0].search
     if not s:

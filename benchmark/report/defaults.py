@@ -53,7 +53,7 @@ from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
 from dmlbench.report.query_tests import query_sums
 from dmlbench.report.tables import (
-    UNTRAINED,
+    BASELINES,
     Shown,
     records_frame,
     render_markdown,
@@ -203,7 +203,7 @@ def defaults_vs_tuned(tuned: list[Record], defaults: list[Record]) -> pd.DataFra
     higher = higher_is_better(metric)
     tuned = [r for r in tuned if metric in r.metrics]
     defaults = [r for r in defaults if metric in r.metrics]
-    both = sorted((set(row_labels(tuned)) & set(row_labels(defaults))) - {UNTRAINED})
+    both = sorted((set(row_labels(tuned)) & set(row_labels(defaults))) - set(BASELINES))
     seeds = _paired_seeds(tuned, defaults, both)
     if not both or not seeds:
         return empty

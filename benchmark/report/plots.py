@@ -23,7 +23,7 @@ import pandas as pd
 import yaml
 
 from dmlbench.metrics import catalogue
-from dmlbench.records import UNTRAINED, Record
+from dmlbench.records import BASELINES, Record, is_baseline
 from dmlbench.report.figures import save_png_svg
 from dmlbench.report.tables import MixedProtocolsError
 
@@ -195,13 +195,15 @@ def line_styles(methods: list[str]) -> dict[str, dict[str, Any]]:
     from matplotlib import colormaps
 
     colours = colormaps[COLOURS].colors  # type: ignore[attr-defined]
-    trained = [m for m in methods if m != UNTRAINED]
+    trained = [m for m in methods if not is_baseline(m)]
     out: dict[str, dict[str, Any]] = {
         m: {"color": colours[i % len(colours)], "marker": MARKERS[i % len(MARKERS)], "ls": "-"}
         for i, m in enumerate(trained)
     }
-    if UNTRAINED in methods:
-        out[UNTRAINED] = {"color": "black", "marker": "x", "ls": "--"}
+    lines = {"pixels": ":", "untrained": "--", "pretrained": "-."}
+    for b in BASELINES:
+        if b in methods:
+            out[b] = {"color": "black", "marker": "x", "ls": lines[b]}
     return out
 
 

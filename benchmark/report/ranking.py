@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from dmlbench.metrics.catalogue import HEADLINE, label_kind_of
-from dmlbench.records import UNTRAINED, Record
+from dmlbench.records import Record, is_baseline
 from dmlbench.report.tables import metric_columns
 
 TRACKS = {"class": "class labels", "continuous": "continuous labels"}
@@ -60,12 +60,13 @@ def one_board_per_data_set(records: Iterable[Record]) -> tuple[list[Record], lis
 
 
 def label_kind(method: str, metrics: Iterable[str]) -> str | None:
-    """``class`` or ``continuous`` for a run, None for the untrained row or an unknown method.
+    """``class`` or ``continuous`` for a run, None for a row that needs no learning or an
+    unknown method.
 
     Read from the metrics the run computed (Recall@K only exists for class labels, nDCG@K only
     for continuous ones), else from the method registry.
     """
-    if method == UNTRAINED:
+    if is_baseline(method):
         return None
     kind = label_kind_of(list(metrics))
     if kind is not None:

@@ -18,7 +18,7 @@ import pandas as pd
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics import catalogue
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import CONTROL_CHARACTERS, UNTRAINED, Record, record_precision
+from dmlbench.records import BASELINES, CONTROL_CHARACTERS, Record, record_precision
 
 HIDDEN = {"queries", "lone_queries"}
 
@@ -156,8 +156,8 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     table["seeds"] = grouped["seed"].nunique()
     if metrics:
         table = table.sort_values(metrics[0], ascending=False)
-    if UNTRAINED in table.index:
-        table = pd.concat([table.drop(index=UNTRAINED), table.loc[[UNTRAINED]]])
+    last = [b for b in BASELINES if b in table.index]  # the rows that need no learning, last
+    table = pd.concat([table.drop(index=last), table.loc[last]])
     return table
 
 
@@ -169,7 +169,8 @@ def format_table(
 
     ``bold`` maps a metric to the methods whose cell is bold (the methods not significantly
     worse than the best, :mod:`dmlbench.report.board`); nothing is bold without it, because a
-    higher mean alone is no evidence of a better method. The untrained row is never bold.
+    higher mean alone is no evidence of a better method. A row that needs no learning is never
+    bold.
     """
     metrics = [c for c in table.columns if not c.endswith("_std") and c != "seeds"]
     bold = bold or {}
@@ -177,7 +178,7 @@ def format_table(
     for m in metrics:
         # mean label distance is in label units and lower is better; the rest are fractions
         digits, factor = catalogue.digits(m), catalogue.scale(m, percent)
-        chosen = set(bold.get(m, ())) - {UNTRAINED}
+        chosen = set(bold.get(m, ())) - set(BASELINES)
         cells = []
         for method, row in table.iterrows():
             if pd.isna(row[m]):

@@ -109,10 +109,12 @@ def test_run_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     ]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "| contrastive" in out and "| untrained" in out and "recall@1" in out
+    assert "| contrastive" in out and "| untrained" in out and "| pixels" in out
+    assert "recall@1" in out
     files = sorted((tmp_path / "res").rglob("*.json"))
     assert [f.name.split("-override")[0] for f in files] == [
         "contrastive-seed0-final",
+        "pixels-seed0-final",
         "untrained-seed0-final",
     ]
     record = json.loads(files[0].read_text())

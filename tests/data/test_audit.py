@@ -4,13 +4,17 @@ whose Greek, Cyrillic and Latin capitals share drawings."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from dmlbench.cli.main import main
-from dmlbench.data.audit import NEAR_RMS, audit, lookalikes
+from dmlbench.data.audit import NEAR_RMS, audit, lookalikes, to_drop
 from dmlbench.data.base import DataSplits, Split
+from dmlbench.protocol import load_protocol
 
 
 def _splits(
@@ -73,6 +77,17 @@ def test_glyphs_mini_fails_the_audit(capsys: pytest.CaptureFixture[str]) -> None
     assert int(line.split(":")[1].split()[0]) > 100  # e.g. Greek Β drawn as Latin B
 
 
+def test_glyphs_drawn_distinct_pass_the_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """glyphs-mini with ``distinct: true``: no look-alike within or across splits."""
+    protocol = load_protocol("glyphs-mini").with_overrides({"data.params.distinct": True})
+    path = tmp_path / "glyphs-distinct.yaml"
+    path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")), encoding="utf-8")
+    assert main(["data", "audit", "--protocol", str(path)]) == 0
+    assert "audit passed" in capsys.readouterr().out
+
+
 def test_a_continuous_label_set_has_no_classes_to_confuse(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -90,3 +105,50 @@ def test_the_help_states_the_modules_defaults(capsys: pytest.CaptureFixture[str]
     text = " ".join(capsys.readouterr().out.split())
     assert f"default {audit_mod.NEAR_RMS:g}:" in text
     assert f"default {audit_mod.BLANK_STD:g};" in text
+
+
+def test_to_drop_removes_what_the_audit_found_and_nothing_else() -> None:
+    """Test classes 10 and 11 drawn alike: 11 goes (the later); test class 12 drawn like
+    training class 1: 12 goes; a near-blank training image goes, and its class 2 with it (one
+    image left); the audit of what remains passes."""
+    train, test = _distinct(6, 0), _distinct(8, 1)
+    y_train, y_test = [0, 0, 1, 1, 2, 2], [10, 10, 11, 11, 12, 12, 13, 13]
+    test[2] = test[0]  # 11 looks like 10
+    test[4] = train[2]  # 12 looks like 1
+    train[5] = 0.5  # near-blank
+    found = audit("x", _splits(train, y_train, test, y_test))
+    labels = {"train": np.array(y_train), "test": np.array(y_test)}
+    dropped = to_drop(found, labels)
+    assert dropped.classes == {11, 12, 2}
+    assert dropped.images == {"train": {5}, "test": frozenset()}
+    keep = {
+        s: [
+            i
+            for i, c in enumerate(labels[s])
+            if c not in dropped.classes and i not in dropped.images[s]
+        ]
+        for s in labels
+    }
+    x = {"train": train, "test": test}
+    again = audit(
+        "x",
+        _splits(x["train"][keep["train"]], [y_train[i] for i in keep["train"]],
+                x["test"][keep["test"]], [y_test[i] for i in keep["test"]]),
+    )  # fmt: skip
+    assert again.ok
+
+
+def test_icons_mini_drawn_distinct_passes_the_audit() -> None:
+    """icons-mini with ``distinct: true``: the audit of the protocol passes, and the look-alike
+    and near-blank images its v4 data hold are gone from the loaded splits."""
+    from dmlbench.data import load_data
+    from dmlbench.data.audit import audit_protocol
+
+    plain = load_protocol("icons-mini")
+    assert not audit_protocol(plain).ok
+    distinct = plain.with_overrides({"data.params.distinct": True})
+    assert audit_protocol(distinct).ok
+    before, after = load_data(plain), load_data(distinct)
+    gone = len(before.train) + len(before.test) - len(after.train) - len(after.test)
+    assert gone == after.info["dropped_images"] > 0
+    assert after.fingerprint != before.fingerprint

@@ -20,8 +20,9 @@ from dmlbench.cli.main import main
 from dmlbench.leaderboard import boards, check, tolerances
 from dmlbench.leaderboard import tolerances as tolerances_mod
 from dmlbench.leaderboard import update as check_update
+from dmlbench.leaderboard.gate import GateError
 from dmlbench.protocol import load_protocol
-from dmlbench.records import load_record, load_records
+from dmlbench.records import is_baseline, load_record, load_records
 
 REPO = Path(__file__).resolve().parents[2]
 LEADERBOARD_DIR = REPO / "results" / "leaderboard"
@@ -29,20 +30,22 @@ TINY = "glyphs-tiny"
 DEF, TUN = f"{TINY}@defaults", TINY  # its two boards
 
 
-def tiny_protocol_file(folder: Path, epochs: int = 1) -> Path:
+def tiny_protocol_file(folder: Path, epochs: int = 1, gate_margin: float = -1.0) -> Path:
     """glyphs-mini at 32 classes (16 train, 16 test), one epoch of batches of 20 (every listed
     method's samples per class divides it; the search's 12 classes fill it at 2 per class),
-    2 search trials: about a second per run."""
+    2 search trials: about a second per run. Such a board tests the machinery, not a metric:
+    its gate is off (``report.gate_margin`` −1) unless a test sets it."""
     protocol = load_protocol("glyphs-mini").with_overrides(
         {
             "data.params.num_classes": 32,
             "optim.epochs": epochs,
             "batch.size": 20,
             "search.trials": 2,
+            "report.gate_margin": gate_margin,
         },
         name=TINY,
     )
-    path = folder / f"{TINY}-{epochs}.yaml"
+    path = folder / f"{TINY}-{epochs}{'' if gate_margin == -1.0 else f'-gate{gate_margin}'}.yaml"
     path.write_text(yaml.safe_dump(protocol.model_dump(mode="json")), encoding="utf-8")
     return path
 
@@ -171,10 +174,14 @@ def test_update_writes_both_boards_trials_tolerances_and_report(built: Path) -> 
     )
     defaults_seeds, tuned_seeds = boards.DEFAULTS_SEEDS, boards.TUNED_SEEDS
     assert finals == sorted(  # every seed's record is committed, not only the re-run seed 0
-        [f"{TUN}/{m}-seed{i}-final.json" for m in ("contrastive", "untrained") for i in tuned_seeds]
+        [
+            f"{TUN}/{m}-seed{i}-final.json"
+            for m in ("contrastive", "pixels", "untrained")
+            for i in tuned_seeds
+        ]
         + [
             f"{DEF}/{m}-seed{i}-final.json"
-            for m in ("contrastive", "untrained")
+            for m in ("contrastive", "pixels", "untrained")
             for i in defaults_seeds
         ]
     )
@@ -229,7 +236,7 @@ def test_an_interrupted_update_leaves_the_committed_board_and_resumes(
     def interrupted(tasks: Any, work: Path, jobs: int, finished: Any, progress: bool) -> None:
         def stop_after_one(task: Any, *args: Any) -> None:
             finished(task, *args)
-            if task.method != "untrained":  # the untrained rows run first
+            if not is_baseline(task.method):  # the rows that need no learning run first
                 raise KeyboardInterrupt
 
         real(tasks, work, 1, stop_after_one, progress)
@@ -256,9 +263,33 @@ def test_an_interrupted_update_leaves_the_committed_board_and_resumes(
     after = {k for k in _tree(board) if k.endswith("final.json")}
     assert after == {k for k in before if k.endswith("final.json")}
     seeds = len(boards.DEFAULTS_SEEDS) + len(boards.TUNED_SEEDS)
-    assert len(made) == 2 * seeds  # every (board, entry, seed), contrastive and untrained
+    assert len(made) == 3 * seeds  # every (board, entry, seed): contrastive, pixels, untrained
     now = _tree(work)
     assert all(now[k] == v for k, v in kept.items()), "a finished record was made again"
+
+
+def test_the_gate_refuses_an_under_trained_board_and_writes_nothing(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One epoch on 16 classes does not clear raw pixels by 10 Recall@1 points: at the
+    shipped margin, ``--update`` names the board, its best method, the best row that needs no
+    learning and the margin, and leaves the committed board as it was. (``report:`` is not
+    hashed: the records of the built board are reused, nothing is trained again.)"""
+    under_trained = tiny_protocol_file(built, gate_margin=0.10)
+    monkeypatch.setattr(boards, "LEADERBOARD", boards.make_boards((TINY, str(under_trained))))
+    monkeypatch.setattr(boards, "leaderboard_methods", lambda protocol: ["contrastive"])
+    board, work = tmp_path / "leaderboard", tmp_path / "work"
+    shutil.copytree(built / "leaderboard", board)
+    shutil.copytree(built / "work", work)
+    before = _tree(board)
+    with pytest.raises(GateError) as err:
+        check_update.update_leaderboard(board, tmp_path / "r", work, [DEF, TUN], None, False, 1)
+    message = str(err.value)
+    assert f"{DEF} FAILS the gate: best method contrastive recall@1" in message
+    assert "over the best row that needs no learning (" in message
+    assert "a board needs +10" in message
+    assert _tree(board) == before
+    assert not (tmp_path / "r").exists()
 
 
 def test_unchanged_leaderboard_passes(board: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -269,7 +300,7 @@ def test_unchanged_leaderboard_passes(board: Path, capsys: pytest.CaptureFixture
     for name in (DEF, TUN):
         metrics = len(load_record(committed_record(board, "contrastive", name)).metrics)
         assert len(rows_of(out.out, name, "contrastive")) == metrics  # one row per metric
-    assert "[ 4/4]" in out.err  # one progress line per entry
+    assert "[ 6/6]" in out.err  # one progress line per entry
 
 
 def test_tuned_entry_replays_its_committed_selection(board: Path) -> None:

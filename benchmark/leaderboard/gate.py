@@ -1,0 +1,104 @@
+"""The gate a board passes before it is written: its best method beats the rows that need no
+learning by a wide margin.
+
+A board whose best method sits a few points above nearest neighbours on raw pixels, the
+untrained network or the pretrained network without fine-tuning measures which loss harms a
+starting point least, not which one learns a metric; the differences between methods that the
+verdicts then judge are a few points too. The margin (the protocol's ``report.gate_margin``,
+10 points of the headline metric, Recall@1 or nDCG@10, by default) asks for a gain over the
+best such row several times the equivalence margin of the verdicts (3 points).
+``dmlbench check --update`` refuses to write a board that fails it, naming the margin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dmlbench.errors import DmlbenchError
+from dmlbench.metrics.catalogue import HEADLINE
+from dmlbench.protocol import DEFAULT_GATE_MARGIN
+from dmlbench.records import BASELINES, PRETRAINED
+
+
+class GateError(DmlbenchError):
+    """A board's best method does not clear the rows that need no learning."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The headline metric's best method and best no-learning row of one board (means over
+    seeds)."""
+
+    board: str
+    metric: str
+    method: str
+    value: float
+    baseline: str
+    baseline_value: float
+    required: float = DEFAULT_GATE_MARGIN
+
+    @property
+    def margin(self) -> float:
+        return self.value - self.baseline_value
+
+    @property
+    def passed(self) -> bool:
+        return self.margin >= self.required - 1e-12
+
+    def sentence(self) -> str:
+        verdict = "passes" if self.passed else "FAILS"
+        return (
+            f"{self.board} {verdict} the gate: best method {self.method} {self.metric} "
+            f"{100 * self.value:.1f}, {100 * self.margin:+.1f} points over the best row that "
+            f"needs no learning ({self.baseline}, {100 * self.baseline_value:.1f}); "
+            f"a board needs {100 * self.required:+.0f}"
+        )
+
+
+def headline_of(means: Mapping[str, Mapping[str, float]]) -> str:
+    """The headline metric every entry of a board has (Recall@1, else nDCG@10)."""
+    for metric in HEADLINE:
+        if all(metric in m for m in means.values()):
+            return metric
+    raise GateError("the board's entries share no headline metric (Recall@1 or nDCG@10)")
+
+
+def gate(
+    board: str, means: Mapping[str, Mapping[str, float]], required: float = DEFAULT_GATE_MARGIN
+) -> Gate:
+    """The gate of a board from each entry's mean metrics (method → metric → mean).
+
+    Raises:
+        GateError: the board has no trained method or no row that needs no learning.
+    """
+    metric = headline_of(means)
+    trained = {m: v[metric] for m, v in means.items() if m not in BASELINES}
+    floors = {m: v[metric] for m, v in means.items() if m in BASELINES}
+    if not trained or not floors:
+        missing = "trained method" if not trained else "row that needs no learning"
+        raise GateError(f"{board}: no {missing}: the gate compares both")
+    method = max(trained, key=lambda m: (trained[m], m))
+    baseline = max(floors, key=lambda m: (floors[m], m))
+    return Gate(board, metric, method, trained[method], baseline, floors[baseline], required)
+
+
+def require(gates: list[Gate]) -> None:
+    """Refuse boards that fail the gate, naming each and its margin.
+
+    Raises:
+        GateError: one line per failing board.
+    """
+    failed = [g.sentence() for g in gates if not g.passed]
+    if failed:
+        raise GateError("not written: " + "; ".join(failed) + " (docs/leaderboard.md, 'The gate')")
+
+
+def no_better_than_start(means: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """Trained methods whose headline mean is not above the pretrained row's: marked "no better
+    than the starting point" beside their verdict."""
+    if PRETRAINED not in means:
+        return []
+    metric = headline_of(means)
+    start = means[PRETRAINED][metric]
+    return sorted(m for m, v in means.items() if m not in BASELINES and v[metric] <= start)
