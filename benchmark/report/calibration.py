@@ -37,9 +37,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from dmlbench.records import Record, load_records
+from dmlbench.records import Record, is_baseline, load_records
 from dmlbench.report.query_tests import class_sums
-from dmlbench.report.tables import UNTRAINED, row_labels
+from dmlbench.report.tables import row_labels
 from dmlbench.report.verdicts import (
     EQUIVALENT,
     N_SIM,
@@ -88,7 +88,7 @@ def fit_components(records: Sequence[Record], name: str = "", top: int = 10) -> 
     the residual's own part."""
     finals = [r for r in records if r.stage == "final"]
     labels = row_labels(finals)
-    kept = [r for r, lb in zip(finals, labels, strict=True) if lb != UNTRAINED]
+    kept = [r for r, lb in zip(finals, labels, strict=True) if not is_baseline(lb)]
     methods = tuple(sorted(set(row_labels(kept))))
     seeds = sorted({r.seed for r in kept})
     found = class_sums(kept, methods, seeds)
