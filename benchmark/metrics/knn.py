@@ -10,8 +10,9 @@ blocked over queries to fit its memory.
 
 Both searches give :func:`knn` the same result: the candidates of each are ordered by their
 float32 distance, ties by gallery index (faiss's heap breaks exact ties by the lower id; torch's
-``topk`` does not, so :class:`TorchFlatL2` sorts its candidates by distance, then index), the two
-float32 distances differ by rounding only, and every pair within rounding of each other is
+``topk`` does not, so :class:`TorchFlatL2` sorts its candidates by distance, then index; copies
+of one vector are at bit-identical distances in both), the two float32 distances differ by
+rounding only, and every pair within rounding of each other is
 re-ranked by the same float64 distance. So without ``labels`` the neighbour lists are equal,
 index for index, exact ties and duplicate vectors included; with ``labels`` the same-class
 pattern of every list, hence every metric, is equal (the order among candidates of one kind,
@@ -235,11 +236,14 @@ _LOGGED: set[tuple[str, int | None]] = set()  # each choice is logged once per p
 class TorchFlatL2:
     """An exact squared-L2 k-NN search in torch on ``device``, ordered as faiss orders it.
 
-    Distances are ``|q|^2 + |g|^2 - 2 q.g`` in float32 (faiss's formula for a batch of queries),
-    clamped at 0, with TF32 off (its 10-bit mantissa would put distances far outside the
-    rounding :func:`knn` allows for); each row's candidates come out by distance, then gallery
-    index. The (queries x gallery) distance matrix is built ``block_rows`` queries at a time:
-    by default as many as fit in a quarter of the device's free memory (64 MB on the CPU).
+    The candidates are the k smallest of ``|q|^2 + |g|^2 - 2 q.g`` (faiss's formula for a batch
+    of queries, one matrix product) in float32 with TF32 off (its 10-bit mantissa would put
+    distances far outside the rounding :func:`knn` allows for). Their distances are then
+    recomputed pair by pair as the sum of squared differences, so that copies of one vector
+    are at bit-identical distances wherever they sit in the gallery (a matrix product's tiles
+    round columns differently), and each row comes out by that distance, then gallery index,
+    as faiss's heap orders ties. The work is done ``block_rows`` queries at a time: by default
+    as many as fit in a quarter of the device's free memory (64 MB on the CPU).
     """
 
     def __init__(
@@ -254,7 +258,7 @@ class TorchFlatL2:
         self.g_sq = (self.gallery * self.gallery).sum(dim=1)
         self.block_rows = block_rows
 
-    def _rows(self) -> int:
+    def _rows(self, k: int) -> int:
         import torch
 
         if self.block_rows is not None:
@@ -262,7 +266,9 @@ class TorchFlatL2:
         budget = 2**26
         if self.device.type == "cuda":
             budget = torch.cuda.mem_get_info(self.device)[0] // 4
-        return max(1, budget // (12 * max(1, self.gallery.shape[0])))  # distances, sort, ids
+        n, d = self.gallery.shape
+        per_row = 4 * (3 * n + 2 * k * d)  # distances, top-k, the candidates' differences
+        return max(1, budget // max(1, per_row))
 
     def search(self, x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """``(distances, indices)``, each (Q, k), nearest first, as ``IndexFlatL2.search``."""
@@ -271,16 +277,18 @@ class TorchFlatL2:
         q_all = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         dist = np.empty((len(x), k), dtype=np.float32)
         idx = np.empty((len(x), k), dtype=np.int64)
-        rows = self._rows()
+        rows = self._rows(k)
         with _full_float32(), torch.no_grad():
             for s in range(0, len(x), rows):
                 q = q_all[s : s + rows].to(self.device)
                 d = (q * q).sum(dim=1)[:, None] + self.g_sq[None, :]
-                d = d.addmm_(q, self.gallery.t(), alpha=-2.0).clamp_(min=0.0)
-                val, ix = torch.topk(d, k, dim=1, largest=False, sorted=True)
-                ix, by_index = ix.sort(dim=1)  # then a stable sort by distance: ties by index
-                val = val.gather(1, by_index)
-                val, by_dist = val.sort(dim=1, stable=True)
+                d = d.addmm_(q, self.gallery.t(), alpha=-2.0)
+                ix = torch.topk(d, k, dim=1, largest=False, sorted=False).indices
+                del d
+                ix = ix.sort(dim=1).values  # by index; then a stable sort by distance
+                diff = q[:, None, :] - self.gallery[ix]
+                val, by_dist = (diff * diff).sum(dim=2).sort(dim=1, stable=True)
+                del diff
                 dist[s : s + rows] = val.cpu().numpy()
                 idx[s : s + rows] = ix.gather(1, by_dist).cpu().numpy()
         return dist, idx

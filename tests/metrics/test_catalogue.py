@@ -21,7 +21,7 @@ def test_the_hash_omits_only_the_metrics_added_after_the_first_hashes_while_off(
     hash only when a protocol turns them on, so every committed protocol keeps its hash."""
     from dmlbench.protocol import load_protocol, protocol_hash
 
-    first = FAMILIES[:4] + (NDCG, MLD)
+    first = (*FAMILIES[:4], NDCG, MLD)
     assert all(f.hashed for f in first)
     assert {k: v for k, v in HASH_OMIT_DEFAULTS.items() if k[0] == "metrics"} == {
         ("metrics", "mrr"): False,
