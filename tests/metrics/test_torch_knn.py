@@ -83,9 +83,12 @@ def test_a_cuda_run_without_gpu_faiss_searches_in_torch(monkeypatch: pytest.Monk
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     monkeypatch.setattr(knn_module, "_LOGGED", set())
-    monkeypatch.setattr(
-        knn_module, "TorchFlatL2", lambda g, device, rows=None: made.append(device) or "torch"
-    )
+
+    def fake_torch(gallery: np.ndarray, device: torch.device, rows: int | None = None) -> str:
+        made.append(device)
+        return "torch"
+
+    monkeypatch.setattr(knn_module, "TorchFlatL2", fake_torch)
     monkeypatch.setattr(knn_module, "_faiss_has_gpu", lambda: False)
     x = np.eye(3, dtype=np.float32)
     assert flat_l2_search(x) == "torch" and made == [torch.device("cuda", 1)]
