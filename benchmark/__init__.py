@@ -7,7 +7,9 @@ The public entry points are the command line (``dmlbench --help``) and these fun
 
 ``load_results(path)`` returns every record under a folder as a tidy DataFrame
 (docs/records.md, "Results as data"); ``load_model(record)`` returns the network a final run
-kept (docs/records.md, "Kept models and embeddings"), ready for inference;
+kept (docs/records.md, "Kept models and embeddings"), ready for inference, and
+``load_index(record, gallery=None)`` that network with a gallery to ``search(images, k)``
+(docs/records.md, "Nearest neighbours of new images");
 ``evaluate_external(protocol, embed_fn, name=..., trained_by=..., trained_on=...)`` scores a
 model of one's own on a protocol's test split (docs/evaluate.md).
 
@@ -32,6 +34,7 @@ _PUBLIC = {
     "run_protocol": "dmlbench.run",
     "RunOptions": "dmlbench.options",
     "load_model": "dmlbench.engine.inference",
+    "load_index": "dmlbench.engine.neighbours",
     "load_results": "dmlbench.report.results",
     "evaluate_external": "dmlbench.engine.external",
 }

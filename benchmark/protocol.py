@@ -193,10 +193,17 @@ class MetricsSpec(FrozenModel):
     normalize: Bool = Field(True, description="L2-normalise embeddings before retrieval")
     ndcg_at: list[K] = Field(default_factory=list)
     label_distance_at: list[K] = Field(default_factory=list)
+    mrr: Bool = Field(False, description="mean reciprocal rank of the first same-class item")
+    class_recall_at: list[K] = Field(
+        default_factory=list, description="Recall@K averaged within each class, then over classes"
+    )
+    class_map_at_r: Bool = Field(
+        False, description="MAP@R averaged within each class, then over classes"
+    )
 
     @model_validator(mode="after")
     def _positive_ks(self) -> MetricsSpec:
-        for key in ("recall_at", "ndcg_at", "label_distance_at"):
+        for key in ("recall_at", "ndcg_at", "label_distance_at", "class_recall_at"):
             if any(k < 1 for k in getattr(self, key)):
                 raise ValueError(f"{key}: every K must be >= 1")
         return self

@@ -32,6 +32,7 @@ COMMANDS = (
     "dmlbench.cli.search",
     "dmlbench.cli.check",
     "dmlbench.cli.embed",
+    "dmlbench.cli.search_images",
     "dmlbench.cli.evaluate",
     "dmlbench.cli.pretrain",
 )

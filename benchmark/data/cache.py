@@ -343,21 +343,45 @@ class CachedImages(torch.utils.data.Dataset):
         return self.__getitems__([i])[0]
 
     def __getitems__(self, indices: list[int]) -> torch.Tensor:
+        return self._items(indices, self.pipeline)
+
+    def can_give_uint8(self) -> bool:
+        """Whether :meth:`uint8_items` can run (the pipeline ends in its float conversion)."""
+        return self._uint8 is not None
+
+    def uint8_items(self, indices: list[int]) -> torch.Tensor:
+        """The batch before its conversion to float (uint8); :meth:`to_float` converts it to
+        exactly ``self[indices]`` (:func:`~dmlbench.data.transforms.split_to_float`)."""
+        assert self._uint8 is not None, "the pipeline does not end in a float conversion"
+        return self._items(indices, self._uint8[0])
+
+    def to_float(self, x: torch.Tensor) -> torch.Tensor:
+        """A uint8 batch of :meth:`uint8_items` as the pipeline ends it (float32 in [0, 1])."""
+        assert self._uint8 is not None, "the pipeline does not end in a float conversion"
+        return self._uint8[1](x)
+
+    @property
+    def _uint8(self) -> tuple[Any, Any] | None:
+        from dmlbench.data.transforms import split_to_float
+
+        return split_to_float(self.pipeline)
+
+    def _items(self, indices: list[int], pipeline: Any) -> torch.Tensor:
         images = [self.cache.get(int(self.indices[i])) for i in indices]
         if not self.random and len({im.shape for im in images}) == 1:
             # One call on the stacked batch: the deterministic steps (resize, centre crop,
             # scaling to float) work plane by plane, so the values are those of one call per
             # image, at a fraction of torchvision's per-call cost on small images.
-            return self.pipeline(torch.stack(images))
+            return pipeline(torch.stack(images))
         if not self.random or self.seed is None:
-            return torch.stack([self.pipeline(im) for im in images])
+            return torch.stack([pipeline(im) for im in images])
         seeds = _seeds(self.seed, self.epoch, [int(i) for i in indices], len(indices))
         out = []
         state = torch.get_rng_state()  # the CPU generator only: torch.manual_seed would also
         try:  # queue seeds for every accelerator, about 2 ms per call
             for im, s in zip(images, seeds, strict=True):
                 torch.default_generator.manual_seed(s)
-                out.append(self.pipeline(im))
+                out.append(pipeline(im))
         finally:
             torch.set_rng_state(state)
         return torch.stack(out)

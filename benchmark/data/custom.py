@@ -6,6 +6,8 @@ Two layouts under the data root:
   ``path`` relative to the root (POSIX), ``label`` the class name, ``split`` ``train`` or
   ``test`` (read by the ``column`` rule), ``group`` any grouping of classes (read by the
   ``test_groups`` rule; one group per class);
+- an index in Open Metric Learning's format (``label,path,split,is_query,is_gallery[,category]``),
+  for a query/gallery split as In-shop's: :mod:`dmlbench.data.query_gallery`;
 - without an index file, the ImageFolder layout ``ROOT/<class>/<image>``: the class is the name
   of the folder (images anywhere below it; ``.png``, ``.jpg``, ``.jpeg``).
 
@@ -165,6 +167,8 @@ def index_entries(root: Path, split: SplitSpec, index: str = "index.csv") -> lis
     """
     check_path(root, index, "data.params.index", exists=False)
     index_path = root / index
+    if index_path.is_file() and (oml := query_gallery_entries(root, index_path, split)):
+        return oml
     if index_path.is_file() or index != "index.csv":
         rows = read_index(root, require_file(index_path))
         source = str(index_path)
@@ -177,6 +181,24 @@ def index_entries(root: Path, split: SplitSpec, index: str = "index.csv") -> lis
     entries = [Entry(r.path, ids[r.label], sides[r.label]) for r in rows]
     check_test_sizes(rows, sides, source)
     return entries
+
+
+def query_gallery_entries(root: Path, path: Path, split: SplitSpec) -> list[Entry]:
+    """The manifest of an index in Open Metric Learning's format
+    (:mod:`dmlbench.data.query_gallery`), or ``[]`` for any other index."""
+    from dmlbench.data.query_gallery import is_query_gallery_index, query_gallery_rows
+
+    lines = list(csv_lines(path))
+    if not lines or not is_query_gallery_index(lines[0][1]):
+        return []
+    if not split.column:
+        raise DataError(
+            f"data.params.split: {path} has is_query/is_gallery columns (Open Metric "
+            "Learning's format), whose split column decides; use split: {column: true}"
+        )
+    rows = query_gallery_rows(path, lines, lambda rel, where: check_path(root, rel, where))
+    ids = {name: i for i, name in enumerate(sorted({r[1] for r in rows}))}
+    return [Entry(rel, ids[label], role) for rel, label, role, _, _ in rows]
 
 
 def read_index(root: Path, path: Path) -> list[Row]:

@@ -77,3 +77,22 @@ def build_pipeline(spec: TransformSpec, *, resized: bool = False) -> Pipeline:
         steps.append(v2.RandomHorizontalFlip(spec.hflip))
     steps.append(v2.ToDtype(torch.float32, scale=True))
     return v2.Compose(steps)
+
+
+def split_to_float(pipeline: Pipeline) -> tuple[Pipeline, Pipeline] | None:
+    """A pipeline of :func:`build_pipeline` as (its uint8 steps, its final conversion to
+    float32 in [0, 1]), or ``None`` for any other callable.
+
+    Applying the two in turn is applying the pipeline: the conversion is the last step and
+    elementwise (``uint8.to(float32).mul_(1 / 255)``), so it gives the same bits on a batch as
+    on each image, and on a GPU as on the CPU. Training uses the split to move uint8 batches
+    to its device and convert them there (:class:`dmlbench.data.base.Uint8Batches`).
+    """
+    from torchvision.transforms import v2
+
+    if not isinstance(pipeline, v2.Compose) or not pipeline.transforms:
+        return None
+    last = pipeline.transforms[-1]
+    if not (isinstance(last, v2.ToDtype) and last.dtype == torch.float32 and last.scale):
+        return None
+    return v2.Compose(list(pipeline.transforms[:-1])), last

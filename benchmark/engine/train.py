@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dmlbench.data.base import Split
+from dmlbench.data.base import Split, uint8_batches
 from dmlbench.engine import progress as progress_lines
 from dmlbench.engine.checkpoint import (
     Progress,
@@ -364,8 +364,12 @@ def _epoch(
     if hasattr(split.images, "set_epoch"):  # augmentation seeded by (seed, epoch)
         split.images.set_epoch(state.epoch, seed)
     batches = list(run.sampler)[:epoch_len][state.batch :]  # resume inside an epoch
+    # uint8 batches (a quarter of the bytes) cross to the device from pinned memory and are
+    # converted to float there, by the dataset's own conversion: the same bits as converting
+    # them in the workers, on the CPU too (dmlbench.data.base.Uint8Batches).
+    raw = uint8_batches(split.images)
     loader = torch.utils.data.DataLoader(
-        split.images,
+        split.images if raw is None else raw,
         batch_sampler=batches,
         collate_fn=_collate,
         num_workers=accel.num_workers,
@@ -377,7 +381,7 @@ def _epoch(
     for indices, x in zip(batches, loader, strict=True):
         if state.steps >= total:
             break
-        value = run.step(x, run.targets[indices])
+        value = run.step(x, run.targets[indices], None if raw is None else raw.to_float)
         if not np.isfinite(value):
             raise NonFiniteLossError(state.steps, value)
         state.steps += 1
@@ -428,11 +432,21 @@ class _Stepper:
         self.amp_dtype = torch.float16 if precision == "fp16" else torch.bfloat16
         self.scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        """Returns the loss value; a non-finite loss is returned without stepping."""
+    def __call__(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        to_float: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> float:
+        """Returns the loss value; a non-finite loss is returned without stepping.
+
+        ``to_float``: ``x`` is a uint8 batch, converted by it once on the device.
+        """
         from dmlbench.engine import distributed
 
         x, y = x.to(self.device, non_blocking=True), y.to(self.device)
+        if to_float is not None:
+            x = to_float(x)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.use_amp):

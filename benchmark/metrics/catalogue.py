@@ -40,9 +40,10 @@ class MetricFamily:
         digits: decimals in tables (of the shown value).
         higher_is_better: the direction every ranking, bold cell and verdict uses.
         label_kind: the labels it needs; a run's keys say which kind of board it is on.
-        hashed: whether the protocol hash covers its spec field. Every family so far is
-            hashed; a family added later with a default that computes nothing can set
-            ``hash_omit_default`` so old protocols keep their hashes.
+        hashed: whether the protocol hash always covers its spec field. The first six
+            families are; a family added later, with a default that computes nothing, is not
+            (``hashed=False``) and sets ``hash_omit_default``: the field enters the hash only
+            when a protocol turns the metric on, so old protocols keep their hashes.
         hash_omit_default: the spec field's value that the hash leaves out (``None``: none).
     """
 
@@ -87,9 +88,28 @@ MLD = MetricFamily(
     "mld@", True, "label_distance_at", "MLD@", "MLD@", False, "label distance", 3, False,
     "continuous",
 )  # fmt: skip
+# Added after the first hashes (#49), each off by default and left out of the hash while off:
+# mean reciprocal rank (1 / rank of the first same-class item, over the whole gallery) and the
+# per-class means of Recall@K and MAP@R (each query's value averaged within its class first,
+# then over classes: pytorch-metric-learning's ``avg_of_avgs=True``), which weigh a class of
+# 5 images as much as one of 500.
+MRR = MetricFamily(
+    "mrr", False, "mrr", "MRR", "MRR", True, "%", 1, True, "class",
+    hashed=False, hash_omit_default=False,
+)  # fmt: skip
+CLASS_RECALL = MetricFamily(
+    "class_recall@", True, "class_recall_at", "class-mean Recall@", "cR@", True, "%", 1, True,
+    "class", hashed=False, hash_omit_default=[],
+)  # fmt: skip
+CLASS_MAP_AT_R = MetricFamily(
+    "class_map@r", False, "class_map_at_r", "class-mean MAP@R", "cMAP@R", True, "%", 1, True,
+    "class", hashed=False, hash_omit_default=False,
+)  # fmt: skip
 
 # In table order: the column order of every table and CSV.
-FAMILIES: tuple[MetricFamily, ...] = (RECALL, MAP_AT_R, R_PRECISION, NMI, NDCG, MLD)
+FAMILIES: tuple[MetricFamily, ...] = (
+    RECALL, MAP_AT_R, R_PRECISION, NMI, MRR, CLASS_RECALL, CLASS_MAP_AT_R, NDCG, MLD
+)  # fmt: skip
 
 # The headline metric of a board, first present wins: Recall@1 for class labels (the
 # papers' headline), nDCG@10 for continuous ones; else the first metric column.
@@ -198,5 +218,6 @@ def label_kind_of(keys: list[str]) -> LabelKind | None:
 
 
 def hash_omit_defaults() -> dict[str, object]:
-    """``MetricsSpec`` field -> the value the protocol hash leaves out (none so far)."""
+    """``MetricsSpec`` field -> the value the protocol hash leaves out (the families added
+    after the first hashes, at their default: off)."""
     return {f.spec_field: f.hash_omit_default for f in FAMILIES if not f.hashed}

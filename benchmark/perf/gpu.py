@@ -15,6 +15,16 @@
   else on the CPU, as the log says) against pytorch-metric-learning's ``AccuracyCalculator``
   on the same device, and the floor: one exact k-NN search (k = largest class) done with
   torch on the GPU in blocks. NMI (a CPU k-means in both) is timed by ``perf.evaluate``.
+- **the GPU path against the old one** (#49): the evaluation's retrieval metrics with its exact
+  k-NN in torch on the device (:class:`~dmlbench.metrics.knn.TorchFlatL2`, what a run on a GPU
+  uses when faiss has no GPU support) against faiss on the CPU, with the two results compared
+  (they must be equal); and a training batch moved to the device as uint8 from pinned memory
+  and converted there (:class:`~dmlbench.data.base.Uint8Batches`) against float32 converted on
+  the CPU and copied from pageable memory, as before.
+
+Without a CUDA device the script says so on its first line ("no CUDA device: measured on CPU,
+not the GPU figures") and measures on the CPU: the comparisons then show that the paths run
+and agree, not what they are worth on a card. ``--parts`` picks what to measure.
 
 Each timed figure is the median of ``--rounds`` interleaved rounds (min and max beside). The
 ratio columns compare like with like in the same run: bf16 / fp32 and channels-last / plain
@@ -47,6 +57,8 @@ from dmlbench.perf._common import (
 BACKBONES = ("bn-inception", "resnet50", "googlenet")
 CONFIGS = (("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True))
 SOP = "60502,512,11316"
+PARTS = ("training", "evaluation", "knn", "transfer")
+NO_CUDA = "no CUDA device: measured on CPU, not the GPU figures"
 
 
 def synthetic_split(images: int, classes: int, size: int, seed: int) -> Any:
@@ -200,6 +212,81 @@ def evaluation_rows(args: argparse.Namespace) -> list[Row]:
     ]
 
 
+def knn_rows(args: argparse.Namespace) -> list[Row]:
+    """The evaluation's retrieval metrics with the torch k-NN on the device vs faiss (CPU)."""
+    from dmlbench.metrics.knn import torch_search
+    from dmlbench.perf.evaluate import make_embeddings, ours_calls
+
+    n, dim, classes = (int(v) for v in args.eval_size.split(","))
+    x, labels = make_embeddings(n, dim, classes, 1.4, 0)
+    retrieval = ours_calls(x, labels, 0)["retrieval"]
+
+    def on_device() -> Any:
+        with torch_search(args.device):
+            out = retrieval()
+        if torch.device(args.device).type == "cuda":
+            torch.cuda.synchronize()
+        return out
+
+    times, results = interleaved(
+        {"torch": on_device, "faiss": retrieval}, repeats=args.rounds, warmup=1
+    )
+    t = {name: Spread.of(v) for name, v in times.items()}
+    equal = results["torch"] == results["faiss"]
+    return [
+        Row.timed(
+            f"evaluation {n}×{dim}: retrieval metrics, torch k-NN on {args.device} (ours) vs "
+            "faiss on the CPU (peer), s",
+            t["torch"],
+            t["faiss"],
+        ),
+        Row(f"evaluation {n}×{dim}: every metric equal, torch k-NN vs faiss",
+            "yes" if equal else "NO"),
+    ]  # fmt: skip
+
+
+def transfer_rows(args: argparse.Namespace) -> list[Row]:
+    """One training batch to the device: uint8 from pinned memory, converted there (new) vs
+    float32 converted on the CPU, copied from pageable memory (old)."""
+    from dmlbench.data.base import uint8_batches
+
+    device = torch.device(args.device)
+    split = synthetic_split(args.batch, max(args.batch // 4, 2), args.image_size, 1)
+    raw = uint8_batches(split.images)
+    assert raw is not None
+    indices = list(range(args.batch))
+    pinned = raw.__getitems__(indices).pin_memory() if device.type == "cuda" else None
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def old() -> torch.Tensor:
+        x = split.images.__getitems__(indices).to(device)
+        sync()
+        return x
+
+    def new() -> torch.Tensor:
+        x = pinned if pinned is not None else raw.__getitems__(indices)
+        y = raw.to_float(x.to(device, non_blocking=True))
+        sync()
+        return y
+
+    times, results = interleaved({"new": new, "old": old}, repeats=args.rounds * 5, warmup=2)
+    t = {name: Spread.of(v) for name, v in times.items()}
+    same = bool(torch.equal(results["new"].cpu(), results["old"].cpu()))
+    where = f"{args.batch} × 3 × {args.image_size}²"
+    return [
+        Row.timed(
+            f"training batch {where} to {args.device}: uint8 pinned, converted there (ours) vs "
+            "float32 from the CPU (peer), s",
+            t["new"],
+            t["old"],
+        ),
+        Row(f"training batch {where}: the same float images", "yes" if same else "NO"),
+    ]
+
+
 def gpu_info(device: str) -> dict[str, str]:
     if torch.device(device).type != "cuda" or not torch.cuda.is_available():
         return {"gpu": "none (figures are the CPU's; they say nothing about GPU hours)"}
@@ -222,22 +309,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eval-size", default=SOP, help="N,DIM,CLASSES (default SOP's test)")
     rounds_option(parser, "--rounds", 3, "interleaved rounds (median reported)")
     add_common_options(parser)
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="what to measure (default all): training throughput, the SOP-scale evaluation, "
+        "the torch k-NN vs faiss, the uint8 pinned vs float transfer",
+    )
     args = parser.parse_args(argv)
     if (status := refuse_if_busy(args)) is not None:
         return status
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        parser.error(f"--device {args.device}: torch sees no CUDA device")
+        print(NO_CUDA, flush=True)
+        args.device = "cpu"
     torch.backends.cudnn.benchmark = True
     info = {**machine_info(), **gpu_info(args.device)}
     start = time.perf_counter()
-    lines, train_ratios = training_rows(args)
-    print("\n".join(lines), flush=True)  # seen even if the evaluation below fails
-    body = (
-        f"Training ({args.method}, batch {args.batch}, {args.image_size}² crops, "
-        f"{args.embedding}-d, {args.steps} steps per run):\n\n" + "\n".join(lines) + "\n\n"
-        + markdown_table([*train_ratios, *evaluation_rows(args)])
+    body = NO_CUDA + "\n\n" if args.device == "cpu" else ""
+    rows: list[Row] = []
+    if "training" in args.parts:
+        lines, train_ratios = training_rows(args)
+        print("\n".join(lines), flush=True)  # seen even if the evaluation below fails
+        body += (
+            f"Training ({args.method}, batch {args.batch}, {args.image_size}² crops, "
+            f"{args.embedding}-d, {args.steps} steps per run):\n\n" + "\n".join(lines) + "\n\n"
+        )
+        rows += train_ratios
+    if "evaluation" in args.parts:
+        rows += evaluation_rows(args)
+    if "knn" in args.parts:
+        rows += knn_rows(args)
+    if "transfer" in args.parts:
+        rows += transfer_rows(args)
+    body += (
+        markdown_table(rows)
         + f"\n\nWall time of the script: {time.perf_counter() - start:.0f} s.\n"
-    )  # fmt: skip
+    )
     emit(f"GPU throughput and memory on {args.device}", info, body, args.out)
     return 0
 

@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 import torch
 
-from dmlbench.metrics import retrieval
+from dmlbench.metrics import knn as knn_module
 from dmlbench.metrics.retrieval import faiss_flat_l2, knn
 
-LOGGER = "dmlbench.metrics.retrieval"
+LOGGER = "dmlbench.metrics.knn"
 
 
 @pytest.fixture(autouse=True)
 def fresh_state(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing logged nor placed yet in this "process"."""
-    monkeypatch.setattr(retrieval, "_GPU_RESOURCES", {})
-    monkeypatch.setattr(retrieval, "_LOGGED", set())
+    monkeypatch.setattr(knn_module, "_GPU_RESOURCES", {})
+    monkeypatch.setattr(knn_module, "_LOGGED", set())
 
 
 def fake_faiss(monkeypatch: pytest.MonkeyPatch, gpu_support: bool) -> list[tuple[Any, int]]:

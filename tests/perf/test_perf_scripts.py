@@ -10,6 +10,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 import pytest
+import torch
 
 import dmlbench.metrics.clustering as clustering
 import dmlbench.metrics.retrieval as engine
@@ -210,6 +211,25 @@ def test_gpu_script_runs_on_a_cpu_and_says_so(capsys: pytest.CaptureFixture[str]
     assert float(rows["small-cnn: fp32 channels-last / fp32 images/s"]["ratio"]) > 0
     assert float(rows["evaluation 600×16: MAP@R, absolute difference ours − peer"]["ours"]) < 1e-6
     assert float(rows["evaluation 600×16: retrieval metrics, s"]["ratio"]) > 0
+    # the GPU path against the old one (#49), here on the CPU, and said so
+    assert "no CUDA device: measured on CPU, not the GPU figures" in printed
+    assert rows["evaluation 600×16: every metric equal, torch k-NN vs faiss"]["ours"] == "yes"
+    assert rows["training batch 10 × 3 × 32²: the same float images"]["ours"] == "yes"
+    knn = "evaluation 600×16: retrieval metrics, torch k-NN on cpu (ours) vs faiss on the CPU"
+    assert float(rows[f"{knn} (peer), s"]["ratio"]) > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here")
+def test_gpu_script_without_cuda_measures_on_the_cpu_and_says_so_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dmlbench.perf import gpu as perf_gpu
+
+    args = ["--parts", "knn", "transfer", "--batch", "4", "--image-size", "8"]
+    assert perf_gpu.main([*args, "--eval-size", "300,8,30"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0] == "no CUDA device: measured on CPU, not the GPU figures"
+    assert "to cpu: uint8 pinned" in printed and "Training (" not in printed
 
 
 def test_update_from_records_adds_up_the_committed_run_times(
