@@ -116,7 +116,7 @@ def write(frame: pd.DataFrame, name: str, out: Path) -> list[Path]:
     text = f"# {name}: validation {metric} against training length\n\n"
     text += render_markdown(table.astype(str)) + f"\n\n{verdict(frame).sentence(name)}\n"
     atomic_write_text(md, text)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig, ax = plt.subplots(figsize=(7.6, 4.0), dpi=120)
     styles = line_styles(sorted(frame["method"].unique()))
     for method, rows in frame.groupby("method"):
         ax.plot(rows["steps"], 100 * rows[metric], label=method, **styles[str(method)])
@@ -124,7 +124,7 @@ def write(frame: pd.DataFrame, name: str, out: Path) -> list[Path]:
     ax.set_xlabel("training steps (½×, 1×, 2×, 4× the protocol's)")
     ax.set_ylabel(f"validation {metric} (%)")
     ax.set_title(f"{name}: has the schedule converged?")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(png)
     plt.close(fig)
