@@ -126,7 +126,7 @@ def write(frame: pd.DataFrame, name: str, out: Path) -> list[Path]:
     ax.set_title(f"{name}: has the schedule converged?")
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
-    fig.savefig(png)
+    fig.savefig(png, bbox_inches="tight")
     plt.close(fig)
     return [csv, md, png]
 
