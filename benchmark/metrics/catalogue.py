@@ -99,10 +99,24 @@ HEADLINE: tuple[str, ...] = (RECALL.at(1), NDCG.at(10))
 HITS_METRIC = RECALL.at(1)
 
 
+def key_forms() -> str:
+    """Every record key's form, for a message: ``recall@K, map@r, ..., mld@K``."""
+    return ", ".join(f.key + ("K" if f.per_k else "") for f in FAMILIES)
+
+
 def ci_keys(name: str) -> tuple[str, str]:
     """The record keys of the 95% bootstrap interval over test queries of ``name``
     (``ci_recall@1_lo``, ``ci_recall@1_hi``): kept beside the metric, never a metric column."""
     return f"ci_{name}_lo", f"ci_{name}_hi"
+
+
+def interval_of(key: str) -> str | None:
+    """The metric an interval key of :func:`ci_keys` bounds (``ci_recall@1_lo`` ->
+    ``recall@1``); None for every other key. How readers leave intervals out of metric lists
+    without spelling the keys' form again."""
+    if key.startswith("ci_") and key.endswith(("_lo", "_hi")):
+        return key[3:-3]
+    return None
 
 
 _KEY = re.compile("^(?:" + "|".join(f.pattern for f in FAMILIES) + ")$")
