@@ -68,6 +68,10 @@ def _model(
     )
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 40
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "evaluate",
