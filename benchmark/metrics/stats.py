@@ -61,21 +61,6 @@ def bootstrap_mean(
     return float(lo), float(hi)
 
 
-def recall_at_1_hits(
-    embeddings: np.ndarray,
-    labels: np.ndarray,
-    queries: np.ndarray | None = None,
-    gallery: np.ndarray | None = None,
-    normalize: bool = True,
-) -> np.ndarray:
-    """Per-query 0/1: does the nearest gallery item share the query's class?
-
-    Queries are those :func:`dmlbench.metrics.retrieval.embedding_metrics` scores (with at
-    least one positive in the gallery), so ``hits.mean()`` equals its ``recall@1``.
-    """
-    return recall_at_1_hits_and_classes(embeddings, labels, queries, gallery, normalize)[0]
-
-
 def recall_at_1_hits_and_classes(
     embeddings: np.ndarray,
     labels: np.ndarray,
@@ -83,8 +68,13 @@ def recall_at_1_hits_and_classes(
     gallery: np.ndarray | None = None,
     normalize: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`recall_at_1_hits` and the class of each scored query (the bootstrap's groups:
-    queries of one class share their gallery positives, so they are resampled together)."""
+    """Per-query 0/1 (does the nearest gallery item share the query's class?) and the class of
+    each scored query (the bootstrap's groups: queries of one class share their gallery
+    positives, so they are resampled together).
+
+    Queries are those :func:`dmlbench.metrics.retrieval.embedding_metrics` scores (with at
+    least one positive in the gallery), so the hits' mean equals its ``recall@1``.
+    """
     from dmlbench.metrics.retrieval import knn, metric_space
 
     x = metric_space(embeddings, normalize)
