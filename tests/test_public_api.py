@@ -113,3 +113,16 @@ def test_the_scan_finds_a_function_only_a_test_calls(tmp_path: Path) -> None:
     assert names_only_tests_use(tmp_path)[0] == {"helper", "lonely"}  # the package calls `used`
     (tmp_path / "benchmark" / "caller.py").write_text("from dmlbench.mod import lonely\n")
     assert names_only_tests_use(tmp_path)[0] == {"helper"}
+
+
+def test_the_documented_api_is_importable() -> None:
+    import importlib
+
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index(SECTION) : text.index("\n### ", text.index(SECTION) + 1)]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    refs = [r for line in table for r in re.findall(r"`([a-z_]+\.[\w.]+)`", line.split("|")[1])]
+    assert len(refs) >= 6, refs
+    for ref in refs:
+        module, _, name = ref.rpartition(".")
+        assert callable(getattr(importlib.import_module(f"dmlbench.{module}"), name)), ref
