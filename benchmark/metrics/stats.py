@@ -25,8 +25,6 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> tuple[f
     One value (or none) has no spread estimate: the half-width is ``nan``, which tables show
     as "n/a" rather than a misleading 0.
     """
-    from scipy import stats
-
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size == 0:
@@ -34,8 +32,17 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> tuple[f
     mean = float(x.mean())
     if x.size < 2:
         return mean, math.nan
-    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
-    return mean, float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem
+    return mean, t_half_width(float(x.std(ddof=1)), int(x.size), level)
+
+
+def t_half_width(std: float, n: int, level: float = 0.95) -> float:
+    """The half-width of the Student-t interval of a mean of ``n`` values whose sample standard
+    deviation is ``std`` (what a summary table keeps); ``nan`` below two values."""
+    from scipy import stats
+
+    if n < 2 or not math.isfinite(std):
+        return math.nan
+    return float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
 
 
 def bootstrap_mean(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from dmlbench.metrics import catalogue
+from dmlbench.metrics.stats import t_half_width
 
 if TYPE_CHECKING:
     from dmlbench.report.board import BoardAnalysis
@@ -73,16 +74,6 @@ def pretty_metric(name: str) -> str:
     return catalogue.short_label(name)
 
 
-def half_width(std: float, n: int, level: float = LEVEL) -> float:
-    """The half-width of the Student-t interval of a mean of ``n`` values with sample
-    standard deviation ``std`` (nan for one value: no interval)."""
-    from scipy import stats
-
-    if n < 2 or not math.isfinite(std):
-        return math.nan
-    return float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
-
-
 def _number(x: float, digits: int) -> str:
     return f"{x:.{digits}f}" if x >= 0 else f"${x:.{digits}f}$"
 
@@ -93,7 +84,7 @@ def _mean_cell(row: pd.Series, metric: str) -> str:
         return "—"
     digits, scale = catalogue.digits(metric), catalogue.scale(metric)
     text = _number(scale * float(row[metric]), digits)
-    h = half_width(float(row.get(f"{metric}_std", math.nan)), int(row["seeds"]))
+    h = t_half_width(float(row.get(f"{metric}_std", math.nan)), int(row["seeds"]), LEVEL)
     return text if math.isnan(h) else rf"{text} $\pm$ {scale * h:.{digits}f}"
 
 
