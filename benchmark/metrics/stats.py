@@ -42,7 +42,8 @@ def t_half_width(std: float, n: int, level: float = 0.95) -> float:
 
     if n < 2 or not math.isfinite(std):
         return math.nan
-    return float(stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
+    sem = std / math.sqrt(n)  # then times t: the order the committed CSVs were computed in
+    return float(stats.t.ppf(0.5 + level / 2, n - 1)) * sem
 
 
 def bootstrap_mean(
