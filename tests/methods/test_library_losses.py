@@ -170,7 +170,8 @@ def _manifold_library(loss: torch.nn.Module) -> Loss:
 
 def _manifold_loop(labels: str, loss: torch.nn.Module) -> Loss:
     """The loop that iterates the random walk, on the module's proxies."""
-    proxies: Any = loss.loss.proxies
+    lib: Any = loss.loss
+    proxies = lib.proxies
     h = METHODS.get("manifold").defaults
     return lambda v, t: loops.manifold(v, t, proxies, h)
 
