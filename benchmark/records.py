@@ -89,10 +89,22 @@ class QueryHits(StrictModel):
     glyphs-mini's test split). :meth:`decode` returns the arrays.
     """
 
-    metric: Literal["recall@1"] = "recall@1"
+    metric: str = Field(
+        default=catalogue.HITS_METRIC,
+        description="the metric the hits are of: the catalogue's HITS_METRIC, nothing else",
+    )
     n: int = Field(ge=0, description="number of scored queries")
     hits: str = Field(description="base64 of numpy.packbits of the 0/1 hits")
     classes: str = Field(description="base64 of zlib-compressed int32 query classes")
+
+    @field_validator("metric")
+    @classmethod
+    def _the_hits_metric(cls, value: str) -> str:
+        """Only the catalogue's hits metric has per-query hits (a ``Literal`` of its name
+        would spell the name a second time)."""
+        if value != catalogue.HITS_METRIC:
+            raise ValueError(f"must be {catalogue.HITS_METRIC!r}, the one metric hits are kept of")
+        return value
 
     @classmethod
     def encode(cls, hits: Any, classes: Any) -> QueryHits:
@@ -439,8 +451,7 @@ def metric_kind(name: str) -> str | None:
     """``"fraction"``, ``"distance"``, ``"count"`` or ``None`` (a metric dmlbench does not
     compute, whose range it does not know)."""
     base = name.removeprefix("val_")
-    if base.startswith("ci_") and base.endswith(("_lo", "_hi")):
-        base = base[3:-3]
+    base = catalogue.interval_of(base) or base
     if base in COUNT_METRICS:
         return "count"
     if (kind := catalogue.family(base)) is None:

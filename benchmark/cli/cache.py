@@ -71,6 +71,10 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 110
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     cache = subparsers.add_parser(
         "cache",

@@ -141,6 +141,10 @@ def _csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 70
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "check",

@@ -120,6 +120,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if found.ok else 1
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 100
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser(
         "data",

@@ -68,6 +68,10 @@ def describe_kept(record: Any) -> dict[str, Any]:
     return model_arrays(record.method, p.name, p.hash, record.seed)
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 50
+
+
 def add_parser(subparsers: Any) -> None:
     from dmlbench.cli.options import add_plugin_option
 

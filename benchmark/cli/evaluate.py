@@ -26,6 +26,7 @@ FLAGS = {"model_name": "--model-name", "trained_by": "--trained-by", "trained_on
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from dmlbench.engine.external import save_external, score_file
     from dmlbench.errors import DmlbenchError
+    from dmlbench.metrics.catalogue import interval_of
     from dmlbench.protocol import load_protocol
     from dmlbench.records import folder_problem
     from dmlbench.report.tables import HIDDEN
@@ -43,7 +44,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     record = score_file(protocol, path, describe, args.seed, args.data_root)
     written = save_external(record, Path(args.results_dir))
     metrics = {k: v for k, v in record.metrics.items() if k not in HIDDEN}
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if not k.startswith("ci_"))
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if interval_of(k) is None)
     print(f"{record.method} on {protocol.name} (external): {shown}")
     print(f"written: {written}", file=sys.stderr)
     return 0
@@ -65,6 +66,10 @@ def _model(
     return external_model(
         values["model_name"], values["trained_by"], values["trained_on"], size, sha256
     )
+
+
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 40
 
 
 def add_parser(subparsers: Any) -> None:

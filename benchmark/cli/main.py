@@ -10,35 +10,37 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import logging
 import os
+import pkgutil
 import signal
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from dmlbench import __version__
 from dmlbench.errors import DmlbenchError
 
-# Subcommands that live in their own modules: each defines ``add_parser(subparsers)``.
-COMMANDS = (
-    "dmlbench.cli.run",
-    "dmlbench.cli.report",
-    "dmlbench.cli.list",
-    "dmlbench.cli.validate",
-    "dmlbench.cli.sweep",
-    "dmlbench.cli.data",
-    "dmlbench.cli.cache",
-    "dmlbench.cli.search",
-    "dmlbench.cli.check",
-    "dmlbench.cli.embed",
-    "dmlbench.cli.search_images",
-    "dmlbench.cli.evaluate",
-    "dmlbench.cli.pretrain",
-)
 
-# Commands that train, and so can be tracked (--track).
-TRACKED = ("run", "search", "sweep")
+def command_modules() -> list[ModuleType]:
+    """The modules of this package that define a command, in ``dmlbench --help``'s order.
+
+    Commands are found the way methods, data sets and backbones are: every module of
+    :mod:`dmlbench.cli` whose name does not start with ``_`` is imported, and one that defines
+    ``add_parser(subparsers)`` is a command (``main`` and ``options`` define none), so a new
+    command is its module. Each says its place in the help with ``ORDER`` (the order a study
+    meets them: run, search, sweep, evaluate, embed, report, check, then the housekeeping),
+    which a folder scan cannot know.
+    """
+    import dmlbench.cli as package
+
+    modules = [
+        importlib.import_module(f"{package.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.name.startswith("_")
+    ]
+    commands = [m for m in modules if hasattr(m, "add_parser")]
+    return sorted(commands, key=lambda m: (m.ORDER, m.__name__))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,19 +64,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for module in COMMANDS:
-        importlib.import_module(module).add_parser(sub)
-    _add_track(sub)
+    commands = command_modules()
+    for module in commands:
+        module.add_parser(sub)
+    _add_track(sub, commands)
     return parser
 
 
-def _add_track(sub: argparse._SubParsersAction) -> None:
-    """``--track`` on the commands that train, from the one shared declaration."""
+def _add_track(sub: argparse._SubParsersAction, commands: list[ModuleType]) -> None:
+    """``--track`` on the commands that train (``TRAINS = True`` in their module, which is
+    named as its command: :func:`command_name`), from the one shared declaration."""
     from dmlbench.cli.options import add_track_option
 
-    for name in TRACKED:
-        if name in sub.choices:
-            add_track_option(sub.choices[name])
+    for module in commands:
+        if getattr(module, "TRAINS", False):
+            add_track_option(sub.choices[command_name(module)])
+
+
+def command_name(module: ModuleType) -> str:
+    """The command a module defines: its name, ``_`` written ``-`` (``search_images``)."""
+    return module.__name__.rpartition(".")[2].replace("_", "-")
 
 
 def _setup_logging(args: argparse.Namespace) -> None:

@@ -41,6 +41,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+ORDER = 105  # its place in dmlbench --help (cli.main)
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "pretrain",

@@ -105,6 +105,10 @@ def _write_json(records: list[Record], reports_dir: Path) -> int:
     return 0
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 60
+
+
 def add_parser(subparsers: Any) -> None:
     report = subparsers.add_parser(
         "report",

@@ -218,6 +218,11 @@ def _parse_hparams(items: list[str] | None) -> dict[str, dict[str, object]]:
     return out
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+TRAINS = True  # it trains, so it takes --track (cli.main)
+ORDER = 10
+
+
 def add_parser(subparsers: Any) -> None:
     from dmlbench.cli.options import add_budget_options, add_common_options
 

@@ -114,6 +114,11 @@ def _missing_database(storage: str | None, results_dir: Path) -> Path | None:
     return None if path.exists() else path
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+TRAINS = True  # it trains, so it takes --track (cli.main)
+ORDER = 20
+
+
 def add_parser(subparsers: Any) -> None:
     from dmlbench.cli.options import add_budget_options, add_common_options
 

@@ -51,6 +51,9 @@ def cmd_search_images(args: argparse.Namespace) -> int:
     return 0
 
 
+ORDER = 55  # its place in dmlbench --help (cli.main)
+
+
 def add_parser(subparsers: Any) -> None:
     from dmlbench.cli.options import add_plugin_option
 

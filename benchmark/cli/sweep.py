@@ -37,6 +37,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+TRAINS = True  # it trains, so it takes --track (cli.main)
+ORDER = 30
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "sweep",

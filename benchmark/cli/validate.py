@@ -29,6 +29,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+# This command's place in ``dmlbench --help`` (:func:`dmlbench.cli.main.command_modules`).
+ORDER = 90
+
+
 def add_parser(subparsers: Any) -> None:
     from dmlbench.cli.options import add_plugin_option
 

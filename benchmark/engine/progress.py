@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dmlbench.metrics.catalogue import NDCG, RECALL
+from dmlbench.metrics.catalogue import NDCG, RECALL, interval_of
 
 if TYPE_CHECKING:
     from dmlbench.engine.tracking import Tracker
@@ -182,7 +182,7 @@ def bars_on_terminal(stream: Any = None) -> bool:
 
 def headline(metrics: dict[str, float]) -> tuple[str, float] | None:
     """The number a reader looks for first: Recall@1, else the first nDCG, else the first."""
-    keys = [k for k in metrics if not k.startswith("ci_")]
+    keys = [k for k in metrics if interval_of(k) is None]
     for key in (RECALL.at(1), *(k for k in keys if k.startswith(NDCG.key)), *keys):
         if key in metrics:
             return key, float(metrics[key])

@@ -51,7 +51,8 @@ TOLERANCES = "tolerances.yaml"
 RULE = (
     "tolerance = min(k * max(std, typical_std), cap): std = sample std of the entry's metric "
     "over the board's seeds (ddof=1), typical_std = median of that std over the board's trained "
-    "entries; cap for every 0-1 metric (not mld@K); floor only when both stds are 0"
+    f"entries; cap for every 0-1 metric (not {', '.join(k + 'K' for k in UNCAPPED_PREFIXES)}); "
+    "floor only when both stds are 0"
 )
 
 

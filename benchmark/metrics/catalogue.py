@@ -114,15 +114,32 @@ FAMILIES: tuple[MetricFamily, ...] = (
 # The headline metric of a board, first present wins: Recall@1 for class labels (the
 # papers' headline), nDCG@10 for continuous ones; else the first metric column.
 HEADLINE: tuple[str, ...] = (RECALL.at(1), NDCG.at(10))
+# The second metric of a paper's table (report.latex), first present wins: MAP@R for class
+# labels (the metric a reality check asks for beside Recall@1), MLD@10 for continuous ones.
+PAPER_SECOND: tuple[str, ...] = (MAP_AT_R.name, MLD.at(10))
 # Recall@1 is also the one metric whose per-query hits records keep (the bootstraps over
 # test classes resample them).
 HITS_METRIC = RECALL.at(1)
+
+
+def key_forms() -> str:
+    """Every record key's form, for a message: ``recall@K, map@r, ..., mld@K``."""
+    return ", ".join(f.key + ("K" if f.per_k else "") for f in FAMILIES)
 
 
 def ci_keys(name: str) -> tuple[str, str]:
     """The record keys of the 95% bootstrap interval over test queries of ``name``
     (``ci_recall@1_lo``, ``ci_recall@1_hi``): kept beside the metric, never a metric column."""
     return f"ci_{name}_lo", f"ci_{name}_hi"
+
+
+def interval_of(key: str) -> str | None:
+    """The metric an interval key of :func:`ci_keys` bounds (``ci_recall@1_lo`` ->
+    ``recall@1``); None for every other key. How readers leave intervals out of metric lists
+    without spelling the keys' form again."""
+    if key.startswith("ci_") and key.endswith(("_lo", "_hi")):
+        return key[3:-3]
+    return None
 
 
 _KEY = re.compile("^(?:" + "|".join(f.pattern for f in FAMILIES) + ")$")

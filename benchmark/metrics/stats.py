@@ -25,8 +25,6 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> tuple[f
     One value (or none) has no spread estimate: the half-width is ``nan``, which tables show
     as "n/a" rather than a misleading 0.
     """
-    from scipy import stats
-
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
     if x.size == 0:
@@ -34,8 +32,18 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> tuple[f
     mean = float(x.mean())
     if x.size < 2:
         return mean, math.nan
-    sem = float(x.std(ddof=1)) / math.sqrt(x.size)
-    return mean, float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * sem
+    return mean, t_half_width(float(x.std(ddof=1)), int(x.size), level)
+
+
+def t_half_width(std: float, n: int, level: float = 0.95) -> float:
+    """The half-width of the Student-t interval of a mean of ``n`` values whose sample standard
+    deviation is ``std`` (what a summary table keeps); ``nan`` below two values."""
+    from scipy import stats
+
+    if n < 2 or not math.isfinite(std):
+        return math.nan
+    sem = std / math.sqrt(n)  # then times t: the order the committed CSVs were computed in
+    return float(stats.t.ppf(0.5 + level / 2, n - 1)) * sem
 
 
 def bootstrap_mean(
@@ -61,21 +69,6 @@ def bootstrap_mean(
     return float(lo), float(hi)
 
 
-def recall_at_1_hits(
-    embeddings: np.ndarray,
-    labels: np.ndarray,
-    queries: np.ndarray | None = None,
-    gallery: np.ndarray | None = None,
-    normalize: bool = True,
-) -> np.ndarray:
-    """Per-query 0/1: does the nearest gallery item share the query's class?
-
-    Queries are those :func:`dmlbench.metrics.retrieval.embedding_metrics` scores (with at
-    least one positive in the gallery), so ``hits.mean()`` equals its ``recall@1``.
-    """
-    return recall_at_1_hits_and_classes(embeddings, labels, queries, gallery, normalize)[0]
-
-
 def recall_at_1_hits_and_classes(
     embeddings: np.ndarray,
     labels: np.ndarray,
@@ -83,8 +76,13 @@ def recall_at_1_hits_and_classes(
     gallery: np.ndarray | None = None,
     normalize: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`recall_at_1_hits` and the class of each scored query (the bootstrap's groups:
-    queries of one class share their gallery positives, so they are resampled together)."""
+    """Per-query 0/1 (does the nearest gallery item share the query's class?) and the class of
+    each scored query (the bootstrap's groups: queries of one class share their gallery
+    positives, so they are resampled together).
+
+    Queries are those :func:`dmlbench.metrics.retrieval.embedding_metrics` scores (with at
+    least one positive in the gallery), so the hits' mean equals its ``recall@1``.
+    """
     from dmlbench.metrics.retrieval import knn, metric_space
 
     x = metric_space(embeddings, normalize)

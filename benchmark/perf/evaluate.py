@@ -38,6 +38,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from dmlbench.metrics.catalogue import (
+    FAMILIES,
+    MAP_AT_R,
+    NMI,
+    R_PRECISION,
+    RECALL,
+    family,
+    order_key,
+)
 from dmlbench.perf._common import (
     Row,
     Spread,
@@ -58,13 +67,18 @@ DEFAULT_SIZES = [
     "VAL512=1500,512,25,3.4,cub200",
     "VAL128=2000,128,50,1.4,cub200",
 ]
-SELECTION = "recall@1"  # the objective of every shipped class-label protocol
-PAIRS = {  # ours → peer
-    "recall@1": "precision_at_1",
-    "map@r": "mean_average_precision_at_r",
-    "r_precision": "r_precision",
-    "nmi": "NMI",
+SELECTION = RECALL.at(1)  # the objective of every shipped class-label protocol
+# Our record key → the peer's name of the same metric (AccuracyCalculator's vocabulary: its
+# ``include`` names and result keys, not ours).
+PAIRS = {
+    RECALL.at(1): "precision_at_1",
+    MAP_AT_R.name: "mean_average_precision_at_r",
+    R_PRECISION.name: "r_precision",
+    NMI.name: "NMI",
 }
+# The timed calls of each side: retrieval metrics, and the clustering metric apart (its own
+# k-means, timed on its own).
+CLUSTERING = "clustering"
 
 
 def make_embeddings(
@@ -99,14 +113,14 @@ def ours_calls(
     from dmlbench.metrics.selection import validation_spec
 
     spec = protocol_spec(protocol, len(x))
-    retrieval = spec.model_copy(update={"nmi": False})
+    retrieval = spec.model_copy(update={NMI.spec_field: False})
     selection = validation_spec(spec, SELECTION)
     calls: dict[str, Callable[[], Any]] = {
         "retrieval": lambda: embedding_metrics(x, labels, retrieval, seed=seed),
         "selection": lambda: embedding_metrics(x, labels, selection, seed=seed),
     }
     if spec.nmi:
-        calls["nmi"] = lambda: {"nmi": nmi(l2_normalize(x), labels, seed=seed)}
+        calls[CLUSTERING] = lambda: {NMI.name: nmi(l2_normalize(x), labels, seed=seed)}
     return calls
 
 
@@ -127,10 +141,11 @@ def peer_calls(
     )
     emb = torch.nn.functional.normalize(torch.from_numpy(x), dim=1)
     y = torch.from_numpy(labels)
-    retrieval = tuple(v for v in PAIRS.values() if v != "NMI")
+    clustering = PAIRS[NMI.name]
+    retrieval = tuple(v for v in PAIRS.values() if v != clustering)
     return {
         "retrieval": lambda: calc.get_accuracy(emb, y, include=retrieval),
-        "nmi": lambda: calc.get_accuracy(emb, y, include=("NMI",)),
+        CLUSTERING: lambda: calc.get_accuracy(emb, y, include=(clustering,)),
     }
 
 
@@ -178,10 +193,16 @@ def parse_size(text: str) -> tuple[str, int, int, int, float, str]:
 
 
 def describe(spec: Any) -> str:
-    """``Recall@1/2/4, MAP@R, R-Precision, NMI``: the metrics a spec asks for."""
-    names = ["Recall@" + "/".join(map(str, spec.recall_at))] if spec.recall_at else []
-    names += [t for t, on in (("MAP@R", spec.map_at_r), ("R-Precision", spec.r_precision)) if on]
-    return ", ".join(names + (["NMI"] if spec.nmi else []))
+    """``Recall@1/2/4, MAP@R, R-Precision, NMI``: the metrics a spec asks for, in the
+    catalogue's order and labels."""
+    names = []
+    for f in FAMILIES:
+        value = getattr(spec, f.spec_field)
+        if f.per_k and value:
+            names.append(f.label + "/".join(map(str, value)))
+        elif not f.per_k and value:
+            names.append(f.label)
+    return ", ".join(names)
 
 
 def timing_rows(
@@ -198,8 +219,8 @@ def timing_rows(
     full = {}
     for side in ("ours", "peer"):
         retrieval = times[f"{side} retrieval"]
-        nmi = times.get(f"{side} nmi", [0.0] * len(retrieval))
-        full[side] = Spread.of([a + b for a, b in zip(retrieval, nmi, strict=True)])
+        clustering = times.get(f"{side} {CLUSTERING}", [0.0] * len(retrieval))
+        full[side] = Spread.of([a + b for a, b in zip(retrieval, clustering, strict=True)])
     floor = t["floor"].median
     rows = [
         Row.timed(
@@ -208,10 +229,12 @@ def timing_rows(
         ),
         Row.timed(f"{name}: retrieval metrics, s", t["ours retrieval"], t["peer retrieval"]),
     ]
-    if "ours nmi" in t:
+    if f"ours {CLUSTERING}" in t:
         rows.append(
             Row.timed(
-                f"{name}: NMI (faiss k-means, {classes} clusters), s", t["ours nmi"], t["peer nmi"]
+                f"{name}: {NMI.label} (faiss k-means, {classes} clusters), s",
+                t[f"ours {CLUSTERING}"],
+                t[f"peer {CLUSTERING}"],
             )
         )
     rows += [
@@ -256,12 +279,12 @@ def run_size(
         "ours selection": ours["selection"],
         "ours retrieval": ours["retrieval"],
         "peer retrieval": peer["retrieval"],
-        "peer nmi": peer["nmi"],
+        f"peer {CLUSTERING}": peer[CLUSTERING],
     }
-    if "nmi" in ours:
-        calls["ours nmi"] = ours["nmi"]
+    if CLUSTERING in ours:
+        calls[f"ours {CLUSTERING}"] = ours[CLUSTERING]
     else:
-        del calls["peer nmi"]
+        del calls[f"peer {CLUSTERING}"]
     times, results = interleaved(calls, repeats=args.repeats, warmup=0)
     values = {
         f"{call.split()[0]} {key}" + ("#alone" if call == "ours selection" else ""): float(v)
@@ -289,10 +312,10 @@ def run_size(
         a, b = values[f"ours {ours_key}"], values[f"peer {peer_key}"]
         worst = max(worst, abs(a - b))
         metric_rows.append(Row(f"{name}: {ours_key} (peer {peer_key})", a, b, digits=6))
-    recalls = [key for key in values if key.startswith("ours recall@")]
-    for key in sorted(recalls, key=lambda key: int(key.split("@")[1])):
-        if key != "ours recall@1":
-            metric_rows.append(Row(f"{name}: {key[5:]} (peer has none)", values[key], digits=6))
+    ours_keys = [key.removeprefix("ours ") for key in values if key.startswith("ours ")]
+    ours_only = [k for k in ours_keys if family(k) is not None and k not in PAIRS]  # no counts
+    for key in sorted(ours_only, key=order_key):
+        metric_rows.append(Row(f"{name}: {key} (peer has none)", values[f"ours {key}"], digits=6))
     rows.append(
         Row(f"{name}: largest abs. difference ours vs peer (shared metrics)", worst, digits=2)
     )

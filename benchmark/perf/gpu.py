@@ -181,7 +181,8 @@ def torch_knn_floor(x: np.ndarray, k: int, device: str) -> Callable[[], Any]:
 
 def evaluation_rows(args: argparse.Namespace) -> list[Row]:
     """Ours vs pytorch-metric-learning (retrieval metrics) and the torch k-NN floor."""
-    from dmlbench.perf.evaluate import make_embeddings, ours_calls, peer_calls
+    from dmlbench.metrics.catalogue import MAP_AT_R
+    from dmlbench.perf.evaluate import PAIRS, make_embeddings, ours_calls, peer_calls
 
     n, dim, classes = (int(v) for v in args.eval_size.split(","))
     x, labels = make_embeddings(n, dim, classes, 1.4, 0)
@@ -198,7 +199,8 @@ def evaluation_rows(args: argparse.Namespace) -> list[Row]:
     }
     times, results = interleaved(calls, repeats=args.rounds, warmup=1)
     t = {name: Spread.of(v) for name, v in times.items()}
-    gap = abs(results["ours"]["map@r"] - float(results["peer"]["mean_average_precision_at_r"]))
+    map_r = MAP_AT_R.name
+    gap = abs(results["ours"][map_r] - float(results["peer"][PAIRS[map_r]]))
     return [
         Row.timed(f"evaluation {n}×{dim}: retrieval metrics, s", t["ours"], t["peer"]),
         Row.timed(
@@ -208,7 +210,11 @@ def evaluation_rows(args: argparse.Namespace) -> list[Row]:
             None,
             t["ours"].median / t["floor"].median,
         ),
-        Row(f"evaluation {n}×{dim}: MAP@R, absolute difference ours − peer", gap, digits=2),
+        Row(
+            f"evaluation {n}×{dim}: {MAP_AT_R.label}, absolute difference ours − peer",
+            gap,
+            digits=2,
+        ),
     ]
 
 

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from dmlbench.metrics.catalogue import RECALL
 from dmlbench.perf._common import (
     Row,
     Spread,
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             times["wall"].append(record.timings.wall_seconds)
             times["train"].append(record.timings.train_seconds)
             times["eval"].append(record.timings.eval_seconds)
-            recall.append(record.metrics["recall@1"])
+            recall.append(record.metrics[RECALL.at(1)])
     wall = Spread.of(times["wall"])
     rows = [
         Row.timed(f"{args.method}: {what} s per seed", Spread.of(values))
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("evaluation", times["eval"]),
         )
     ]
-    rows.append(Row("Recall@1 per seed", " ".join(f"{r:.4f}" for r in recall)))
+    rows.append(Row(f"{RECALL.label}1 per seed", " ".join(f"{r:.4f}" for r in recall)))
     rows.append(
         Row.timed(
             f"{args.method}: whole run, s per seed (peer: the target)",

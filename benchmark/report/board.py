@@ -302,7 +302,7 @@ def summary_markdown(
     lines = "\n".join(f"\n{n}" for n in [*board.notes, *notes])
     smoke = f"\n\n{OVERRIDE_MD}" if overridden else ""
     return (
-        f"## {title}\n\nTest metrics in % (mld@K in label units, lower is better), "
+        f"## {title}\n\nTest metrics in % ({catalogue.MLD.key}K in label units, lower is better), "
         f"{board.caption}.\n\n{render_markdown(display_table(table, board))}\n"
         f"{lines}{smoke}\n"
     )

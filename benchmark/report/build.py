@@ -66,7 +66,7 @@ from dmlbench.report.defaults import write_defaults_vs_tuned
 from dmlbench.report.external import by_hash, split_external, with_external_rows, write_external
 from dmlbench.report.forest import save_forest
 from dmlbench.report.html import Across, Page, render_index, render_page
-from dmlbench.report.latex import render_latex
+from dmlbench.report.latex import latex_table, paper_caption
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
     PublishedEntry,
@@ -230,8 +230,8 @@ def _one_group(
 
     tex = out_dir / f"{stem}.tex"
     label = "tab:" + re.sub(r"[^A-Za-z0-9:-]", "-", stem)
-    caption = f"{title}: test-class metrics in %, {board.caption}. {board.legend}"
-    atomic_write_text(tex, render_latex(display_table(table, board), caption, label))
+    caption = paper_caption(title, table, board, f"{stem}.csv")
+    atomic_write_text(tex, latex_table(table, board, caption, label))
     written.append(tex)
 
     if board.metric is not None:

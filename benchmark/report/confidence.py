@@ -26,7 +26,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from dmlbench.metrics.catalogue import HITS_METRIC, ci_keys
+from dmlbench.metrics.catalogue import HITS_METRIC, ci_keys, interval_of
 from dmlbench.metrics.stats import t_interval
 from dmlbench.records import Record, is_baseline
 from dmlbench.report.query_tests import hit_rates
@@ -47,7 +47,7 @@ STATS = ("mean", "std", "lo", "hi", "query_lo", "query_hi")
 
 def headline_metric(records: list[Record]) -> str | None:
     """The board's headline metric: recall@1, else ndcg@10, else the first metric present."""
-    keys = {k for r in records for k in r.metrics if k not in HIDDEN and not k.startswith("ci_")}
+    keys = {k for r in records for k in r.metrics if k not in HIDDEN and interval_of(k) is None}
     return primary_metric(sorted(keys))
 
 

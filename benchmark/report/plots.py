@@ -105,7 +105,7 @@ def sweep_points(records: Iterable[Record]) -> pd.DataFrame:
             )
         base, key, value = parsed
         for metric, v in r.metrics.items():
-            if metric not in HIDDEN_METRICS and not metric.startswith("ci_"):
+            if metric not in HIDDEN_METRICS and catalogue.interval_of(metric) is None:
                 rows.append(
                     {
                         "protocol": base,

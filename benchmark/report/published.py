@@ -64,7 +64,7 @@ class PublishedEntry(StrictModel):
     def _check_values(cls, values: dict[str, float | None]) -> dict[str, float | None]:
         for key, v in values.items():
             if not METRIC_KEY.match(key):
-                raise ValueError(f"unknown metric {key!r} (use recall@K, nmi, map@r, ...)")
+                raise ValueError(f"unknown metric {key!r} (use one of {catalogue.key_forms()})")
             if v is not None and not 0.0 <= v <= 100.0:
                 raise ValueError(f"{key}: {v} is not a percentage in [0, 100]")
         return values

@@ -154,3 +154,47 @@ def test_help_into_a_pipe_nobody_reads_ends_quietly() -> None:
     proc.stdout.close()  # before the interpreter has even imported dmlbench
     _, err = proc.communicate(timeout=120)
     assert err == "" and proc.returncode == 141
+
+
+# The order a study meets the commands: train, then score, then report and check, then the
+# housekeeping (each module's ORDER; a folder scan alone would list them alphabetically).
+HELP_ORDER = [
+    "run", "search", "sweep", "evaluate", "embed", "search-images", "report", "check", "list",
+    "validate", "data", "pretrain", "cache",
+]  # fmt: skip
+
+
+def test_commands_are_found_by_scanning_and_listed_in_the_order_of_use() -> None:
+    from dmlbench.cli.main import command_modules, command_name
+
+    commands = command_modules()
+    names = [command_name(m) for m in commands]
+    assert names == HELP_ORDER
+    choices = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert list(choices) == HELP_ORDER  # each module is named as its command
+    tracked = {n for n, parser in choices.items() if "--track" in parser.format_help()}
+    assert tracked == {"run", "search", "sweep"}  # TRAINS = True: the commands that train
+    help_text = build_parser().format_help()
+    assert [help_text.index(f"\n    {n} ") for n in HELP_ORDER] == sorted(
+        help_text.index(f"\n    {n} ") for n in HELP_ORDER
+    )
+
+
+def test_a_new_command_is_its_module(tmp_path: Path) -> None:
+    (tmp_path / "hello.py").write_text(
+        "ORDER = 15\n\n\n"
+        "def add_parser(subparsers):\n"
+        "    p = subparsers.add_parser('hello', help='say hello')\n"
+        "    p.set_defaults(func=lambda args: print('hello') or 0)\n"
+    )
+    code = (
+        "import dmlbench.cli as cli\n"
+        f"cli.__path__.append({str(tmp_path)!r})\n"
+        "from dmlbench.cli.main import build_parser, main\n"
+        "print([m for m in build_parser()._actions if m.dest == 'command'][0].choices.keys())\n"
+        "raise SystemExit(main(['hello']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first.startswith("dict_keys(['run', 'hello', 'search'") and second == "hello"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -78,6 +82,9 @@ def test_scale_digits_direction_and_labels() -> None:
     ]  # fmt: skip
     assert catalogue.short_label("r_precision") == "R-Prec."
     assert catalogue.ci_keys("recall@1") == ("ci_recall@1_lo", "ci_recall@1_hi")
+    assert [catalogue.interval_of(k) for k in catalogue.ci_keys("mld@4")] == ["mld@4"] * 2
+    assert catalogue.interval_of("recall@1") is None and catalogue.interval_of("ci_x") is None
+    assert catalogue.key_forms() == "recall@K, map@r, r_precision, nmi, ndcg@K, mld@K"
     assert catalogue.label_kind_of(["nmi", "recall@1"]) == "class"
     assert catalogue.label_kind_of(["ndcg@1", "mld@1"]) == "continuous"
 
@@ -95,3 +102,51 @@ def test_the_engines_write_only_described_keys() -> None:
     d = np.sort(rng.random((12, 8)), axis=1)
     keys += list(continuous_metrics(d, d, [1, 4], [1]))
     assert len(keys) == 8 and all(family(k) is not None for k in keys), keys
+
+
+# A metric's record key spelled in a string outside docstrings (an f-string's text parts too).
+SPELLED = re.compile(r"(recall@|mld@|map@r|ndcg@|\bnmi\b|r_precision)")
+ROOT = Path(__file__).resolve().parents[2]
+# Where the package still spells a metric name, and why it is not a second description:
+ALLOWED = {
+    "benchmark/metrics/catalogue.py": 8,  # the description itself
+    # pytorch-metric-learning's own name of R-Precision, in the peer-name map (its vocabulary)
+    "benchmark/perf/evaluate.py": 1,
+    "benchmark/report/html.py": 1,  # prose of the page's caption ("mld@K in label units")
+}
+
+
+def spelled_metric_names(source: str) -> list[str]:
+    """The non-docstring string constants of ``source`` that spell a metric's record key."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and SPELLED.search(node.value)
+    ]
+
+
+def test_the_scan_finds_a_spelled_metric_name() -> None:
+    injected = '"""Doc: recall@1 here is prose."""\nKEY = "recall@1"\nx = f"{y} mld@{k}"\n'
+    assert spelled_metric_names(injected) == ["recall@1", " mld@"]
+
+
+def test_metric_names_are_spelled_in_the_catalogue_only() -> None:
+    """Every other module reads the catalogue (issue 46): a metric's key in a string is a
+    second description that a new or renamed metric would miss."""
+    found = {}
+    for path in sorted([*(ROOT / "benchmark").rglob("*.py"), *(ROOT / "methods").rglob("*.py")]):
+        if names := spelled_metric_names(path.read_text(encoding="utf-8")):
+            found[path.relative_to(ROOT).as_posix()] = len(names)
+    assert found == ALLOWED

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dmlbench.metrics.retrieval import embedding_metrics
-from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits, t_interval
+from dmlbench.metrics.stats import bootstrap_mean, recall_at_1_hits_and_classes, t_interval
 from dmlbench.protocol import MetricsSpec
 
 
@@ -48,6 +48,7 @@ def test_hits_average_to_the_evaluator_s_recall_at_1(split: str) -> None:
     if split == "query-gallery":
         q, g = np.arange(0, 300, 3), np.setdiff1d(np.arange(300), np.arange(0, 300, 3))
     spec = MetricsSpec(recall_at=[1], nmi=False, map_at_r=False, r_precision=False)
-    hits = recall_at_1_hits(x, labels, q, g)
+    hits, classes = recall_at_1_hits_and_classes(x, labels, q, g)
+    assert classes.shape == hits.shape and 999 not in classes
     assert hits.mean() == pytest.approx(embedding_metrics(x, labels, spec, q, g)["recall@1"])
     assert hits.size == embedding_metrics(x, labels, spec, q, g)["queries"]

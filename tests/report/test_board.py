@@ -151,7 +151,7 @@ def test_html_and_latex_bold_the_same_methods(tmp_path: Path) -> None:
     assert "mean ± std over 5 seeds" in page and "Stability over seeds" in page
     assert "<th>verdict</th>" in page
     tex = (tmp_path / f"{STEM}.tex").read_text(encoding="utf-8")
-    assert tex.count(r"\textbf") == 2 and "equivalence margin" in tex and "undecided" in tex
+    assert tex.count(r"\bfseries") == 2 and "equivalence margin" in tex and "undecided" in tex
 
 
 def test_forest_plot_per_judged_board_embedded_and_indexed(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dmlbench.metrics.catalogue import HITS_METRIC, MAP_AT_R
 from dmlbench.records import QueryHits, Record
 from dmlbench.report.board import analyse_board, summary_markdown
 from dmlbench.report.confidence import confidence_table
@@ -41,6 +42,9 @@ def test_query_hits_round_trip_and_refuse_non_binary() -> None:
     assert len(q.model_dump_json()) < 200
     with pytest.raises(ValueError, match="0/1"):
         QueryHits.encode(np.array([0.5, 1.0]), np.array([0, 1]))
+    assert q.metric == HITS_METRIC  # the catalogue's: the record's field names no metric
+    with pytest.raises(ValueError, match=f"must be '{HITS_METRIC}'"):
+        QueryHits.model_validate({**q.model_dump(), "metric": MAP_AT_R.name})
 
 
 def test_rates_are_seed_means_and_need_every_record_on_the_same_queries() -> None:
