@@ -1,12 +1,12 @@
-"""Self-contained HTML: one page per protocol hash, and the index of every board.
+"""Self-contained HTML: one page per protocol hash, and the pieces the index and the method
+pages share (:mod:`dmlbench.report.index_page`, :mod:`dmlbench.report.method_page`).
 
 A page holds the title, protocol name/version/hash, the results table with what it may claim
-(seeds, each method's verdict against the best of the others, stability over seeds), the plots
-(bars, forest plot of the verdicts), the reported-vs-reproduced table, the tuning budget and
-each method's verdict and rank on every tuned board of the page's label kind
-(:mod:`dmlbench.report.crossdata`). The index shows every board's table beside its forest plot,
-the sweeps, the defaults-vs-tuned tables and the boards side by side, and links the
-cross-data-set report, whose Kendall τ between data sets the pages do not repeat.
+(seeds, each method's verdict against the best of the others, stability over seeds; each
+method's name linked to its page), the retrieval grid and embedding map where drawn, the plots
+(bars, forest plot of the verdicts, captions in words), the reported-vs-reproduced table, the
+tuning budget and each method's verdict and rank on every tuned board of the page's label kind
+(:mod:`dmlbench.report.crossdata`).
 
 Tables can be sorted by any column and a board's rows filtered by method name and verdict: a
 reader looking for one method among twenty, or for the methods not worse than the best, should
