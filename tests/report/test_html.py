@@ -91,7 +91,9 @@ def test_cub_page_shows_results_comparison_budget_and_ranking(
     text = page.read_text()
     across = text.split("<h2>Across data sets</h2>")[1]
     assert '<a href="cross-dataset.md">' in across and "<th>cub200 verdict</th>" in across
-    assert '<td>proxy-nca</td><td>undecided</td><td data-value="1.0">1</td>' in across  # not elsewhere
+    assert (
+        '<td>proxy-nca</td><td>undecided</td><td data-value="1.0">1</td>' in across
+    )  # not elsewhere
     assert "c" * 64 in text  # the full protocol hash
     assert "<strong>" in text and "**" not in text
     glyph = parse(tmp_path / "glyphs-mini-dddddddddddd.html")
