@@ -24,6 +24,7 @@ EPILOG = """examples:
   dmlbench check --protocol glyphs-mini --board tuned --method contrastive,untrained
   dmlbench check --update --jobs 2                # regenerate: searches, seeds, tolerances, report
   dmlbench check --record-path intel --jobs 2     # this machine's numeric path, for its re-runs
+  dmlbench check --keep-embeddings --jobs 2       # and keep the pictured entries' embeddings
 """
 
 
@@ -64,7 +65,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         rows = run_check(
             lb_dir, names, args.method, progress=progress, jobs=jobs, strict=args.strict,
             on_entry=_print_entry, on_note=lambda line: print(line, file=sys.stderr),
-            everything=args.all,
+            everything=args.all, keep_embeddings=args.keep_embeddings,
         )  # fmt: skip
         print(format_rows(rows))
         failed = [r for r in rows if not r.ok]
@@ -246,6 +247,14 @@ def add_parser(subparsers: Any) -> None:
         help="runs side by side, one torch thread each, as the leaderboard was made; the "
         "numbers do not depend on it (default: the number of CPUs, at most 8; 1 shows "
         "progress bars)",
+    )
+    p.add_argument(
+        "--keep-embeddings",
+        action="store_true",
+        help="keep each passing re-run's test embeddings (float16) as the board's picture file "
+        "(<board>/<hash>/pictures/<method>-seed0-test.npz), from which `dmlbench report` draws "
+        "the retrieval grids and embedding maps; without --method only the entries the pictures "
+        "need (each board's best method and untrained)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
     p.set_defaults(func=cmd_check)

@@ -31,7 +31,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     records = select_records(read, root, args)
     if args.format == "json":
         return _write_json(records, reports)
-    written = build_reports(records, reports, root / "published")
+    from dmlbench.report.kept import find_kept
+
+    written = build_reports(
+        records, reports, root / "published", kept=find_kept(root), baseline=args.baseline
+    )
     for path in written:  # every table, the published numbers they meet included
         if path.suffix == ".md":
             print(path.read_text(encoding="utf-8"))
@@ -141,6 +145,14 @@ def add_parser(subparsers: Any) -> None:
         help="also read RESULTS_DIR/leaderboard (the committed board; by default left out so "
         "that its seeds are not counted beside yours; `--results-dir results/leaderboard` "
         "reports it alone)",
+    )
+    report.add_argument(
+        "--baseline",
+        default="untrained",
+        metavar="METHOD",
+        help="the method whose retrieval grid is drawn beside the best method's (default: "
+        "untrained); grids and maps need seed 0's kept test embeddings (dmlbench run keeps "
+        "them unless --no-keep)",
     )
     report.add_argument(
         "--format",

@@ -35,7 +35,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -248,8 +248,17 @@ def run_check(
     strict: bool = False,
     on_note: Callable[[str], None] | None = None,
     everything: bool = False,
+    keep_embeddings: bool = False,
 ) -> list[Row]:
     """Re-run the chosen entries in a temporary folder; one row per metric.
+
+    With ``keep_embeddings`` (``dmlbench check --keep-embeddings``) each re-run that passes
+    leaves its test embeddings as the board's picture file
+    (:func:`dmlbench.report.kept.picture_path`, read by ``dmlbench report`` for the
+    retrieval grids and maps); without ``methods`` only the entries the pictures need are
+    re-run (:func:`dmlbench.report.kept.pictured_methods`: the best method and
+    ``untrained``). A note says whether the re-run's metrics equal the reference values bit
+    for bit.
 
     Without ``methods``, a board listed in ``CHECK_SUBSET`` re-runs only its
     subset unless ``everything`` (``dmlbench check --all``), with a note naming what was left.
@@ -273,7 +282,9 @@ def run_check(
         if n not in board:
             raise DmlbenchError(f"{lb_dir}: no leaderboard for {n} (dmlbench check --update)")
     chosen = select_entries(names, methods, {n: sorted(board[n]) for n in names})
-    if methods is None:
+    if methods is None and keep_embeddings:
+        chosen = {n: _pictured(lb_dir, n) for n in names}
+    elif methods is None:
         for n in names:
             subset = boards.check_entries(n, chosen[n], everything)
             if len(subset) < len(chosen[n]):
@@ -286,7 +297,10 @@ def run_check(
     tasks: list[Task] = []
     for n in names:  # refuse before any training
         verify(n, protocols[n], load_data(protocols[n]).fingerprint, board[n], tolerances)
-        tasks += [check_task(n, protocols[n], board[n][m], note) for m in chosen[n]]
+        tasks += [
+            replace(check_task(n, protocols[n], board[n][m], note), keep=keep_embeddings)
+            for m in chosen[n]
+        ]
         for m in sorted(set(boards.board_methods(n)) - set(board[n])):
             note(f"warning: {n}: {m} is not on the leaderboard yet")
     if why := off_path(tolerances):  # after the refusals: they come first, alone
@@ -316,6 +330,8 @@ def run_check(
             for r in compare(n, m, old, now, tolerances.protocols[n].methods.get(m, {}))
             if not r.ok
         ]
+        if keep_embeddings and not bad:
+            _keep_embeddings(lb_dir, Path(tmp), protocols[n], now, old, note)
         if on_entry is not None:
             on_entry(CheckedEntry(len(results), len(tasks), n, m, seconds, now, bad))
 
@@ -465,3 +481,43 @@ def format_rows(rows: list[Row]) -> str:
         ).rstrip()
         for line in [head, *body]
     )
+
+
+def _pictured(lb_dir: Path, name: str) -> list[str]:
+    """The entries of board ``name`` whose embeddings its pictures need."""
+    from dmlbench.report.kept import pictured_methods
+
+    records, _ = load_records(lb_dir)
+    finals = [r for r in records if r.protocol.name == name and r.stage == "final"]
+    return pictured_methods([r for r in finals if not r.overrides])
+
+
+def _keep_embeddings(
+    lb_dir: Path,
+    work: Path,
+    protocol: Protocol,
+    now: Record,
+    reference: dict[str, float],
+    note: Callable[[str], None],
+) -> None:
+    """Copy the re-run's kept test embeddings into the board's picture file, and say whether
+    its metrics equal ``reference`` (this machine's values of the entry) bit for bit."""
+    import numpy as np
+
+    from dmlbench.engine.artifacts import EMBEDDINGS
+    from dmlbench.records import record_path as run_record
+    from dmlbench.report.kept import picture_path, save_picture_file
+
+    folder = run_record(
+        work, protocol.name, protocol.hash, now.method, now.seed, "final", now.overrides
+    ).parent
+    with np.load(folder / now.artifacts[EMBEDDINGS].path, allow_pickle=False) as npz:
+        embeddings, labels = npz["embeddings"], npz["labels"]
+    path = picture_path(lb_dir, protocol.name, protocol.hash, now.method)
+    save_picture_file(
+        path, embeddings, labels, protocol.model_dump(mode="json"), now.data_fingerprint,
+        now.method, now.metrics,
+    )  # fmt: skip
+    moved = sorted(k for k, v in reference.items() if now.metrics.get(k) != v)
+    same = "equal the reference bit for bit" if not moved else f"differ in {', '.join(moved)}"
+    note(f"kept: {path} ({path.stat().st_size} bytes; the re-run's metrics {same})")

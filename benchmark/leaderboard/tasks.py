@@ -32,7 +32,8 @@ class Task:
     ``hparams`` are passed like ``--hparam`` (the record says so); None runs the method as
     ``dmlbench run`` does (its defaults, or its search when the protocol has a budget).
     ``selection`` (a record's ``search``) replays a finished search's choice instead of
-    searching. ``force`` recomputes records found on disk.
+    searching. ``force`` recomputes records found on disk. ``keep`` keeps the runs' test
+    embeddings in the work folder (``dmlbench check --keep-embeddings`` copies them out).
     """
 
     name: str
@@ -42,6 +43,7 @@ class Task:
     hparams: dict[str, Any] | None = None
     force: bool = False
     selection: dict[str, Any] | None = None
+    keep: bool = False
 
 
 def default_jobs() -> int:
@@ -71,7 +73,7 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
         progress=progress,
         hparams={task.method: task.hparams} if task.hparams else {},
         force=task.force,
-        keep=False,  # a temporary folder: kept weights and embeddings would be thrown away
+        keep=task.keep,  # only when asked: in a temporary folder kept files are thrown away
         selections={task.method: Selection.from_record(task.selection)} if task.selection else {},
     )
     trained = [] if is_baseline(task.method) else [task.method]

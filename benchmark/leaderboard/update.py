@@ -303,18 +303,31 @@ def _write_tolerances(
 
 def write_report(lb_dir: Path, reports_dir: Path) -> list[Path]:
     """``dmlbench report`` of the leaderboard; stale files of earlier hashes are removed."""
+    from dmlbench.leaderboard import readme
     from dmlbench.report.build import build_reports
+    from dmlbench.report.kept import find_kept
 
     records, _ = load_records(lb_dir)
     sweeps = sorted((reports_dir.parent / "sweeps").glob("sweep-*.png"))  # --update-sweeps'
     linked = [f"../sweeps/{p.name}" for p in sweeps]
     written = build_reports(
-        records, reports_dir, lb_dir / "published", linked, boards.board_notes()
+        records,
+        reports_dir,
+        lb_dir / "published",
+        linked,
+        boards.board_notes(),
+        kept=find_kept(lb_dir),
+        headline=readme.BOARD,
     )
     keep = {p.resolve() for p in written}
-    for p in reports_dir.glob("*"):
-        if p.is_file() and p.resolve() not in keep and p.name.startswith(tuple(boards.LEADERBOARD)):
+    for p in sorted(reports_dir.glob("**/*"), reverse=True):  # a board's folder after its files
+        name = p.relative_to(reports_dir).parts[0]
+        if not name.startswith(tuple(boards.LEADERBOARD)) or p.resolve() in keep:
+            continue
+        if p.is_file():
             p.unlink()
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
     return written
 
 

@@ -1,8 +1,9 @@
 """Bar chart of one metric per method with error bars (mean ± std over seeds).
 
 The data step (:func:`bar_data`) is a pure function, tested without drawing; :func:`draw_bars`
-is a thin renderer. The chart must survive a greyscale printer: bars are shades of grey with
-distinct hatch patterns and black edges, and the axis says what is measured and in which unit.
+is a thin renderer. The chart must survive a greyscale printer: bars are one mid grey with
+black edges (no hatching: a pattern per bar said nothing the row label does not, and made
+the bars hard to read), and the axis says what is measured and in which unit.
 Drawn with ``matplotlib.figure.Figure`` directly (the Agg canvas, no pyplot state), saved as PNG
 (for the HTML page) and SVG (for papers), with dates stripped and a fixed SVG id salt so that
 re-running the report on the same records rewrites byte-identical files.
@@ -20,9 +21,8 @@ from dmlbench.report.figures import save_png_svg
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
 
-HATCHES = ("//", "\\\\", "xx", "..", "--", "++", "oo", "||", "**", "OO")
 TITLE_WIDTH = 80  # characters per title line: a board's title names its protocol and budget
-GREYS = ("0.55", "0.85", "0.70", "1.0", "0.40", "0.92", "0.62", "0.78")
+GREY = "0.75"
 
 
 def unit(metric: str) -> str:
@@ -55,14 +55,13 @@ def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
     fig = Figure(figsize=(7.0, 1.2 + 0.38 * max(n, 1)), layout="constrained")
     ax = fig.add_subplot()
     ys = list(range(n))[::-1]
-    for i, (y, (_, row)) in enumerate(zip(ys, data.iterrows(), strict=True)):
+    for y, (_, row) in zip(ys, data.iterrows(), strict=True):
         ax.barh(
             y,
             row["mean"],
             xerr=row["std"],
-            color=GREYS[i % len(GREYS)],
+            color=GREY,
             edgecolor="black",
-            hatch=HATCHES[i % len(HATCHES)],
             linewidth=0.8,
             error_kw={"ecolor": "black", "capsize": 3, "elinewidth": 1.0},
         )
@@ -106,5 +105,5 @@ def save_bars(table: pd.DataFrame, metric: str, title: str, stem: Path) -> list[
     stem.parent.mkdir(parents=True, exist_ok=True)
     # not with_suffix: a sweep's protocol name has dots (``p@model.embedding_size=16``)
     png, svg = (stem.parent / f"{stem.name}.{ext}" for ext in ("png", "svg"))
-    save_png_svg(fig, png, svg, hatch_linewidth=0.8)
+    save_png_svg(fig, png, svg)
     return [png, svg]

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from dmlbench.records import Record
+from dmlbench.report.tables import Shown
 
 COLUMNS = [
     "trials", "complete", "pruned", "search_epochs", "finals", "seeds", "epochs", "steps",
@@ -69,12 +70,14 @@ def format_seconds(seconds: float) -> str:
 
 
 def format_budget(budget: pd.DataFrame) -> pd.DataFrame:
-    """Display strings: counts as integers, times in s / min / h."""
+    """Display strings: counts as integers, times in s / min / h; each keeps its number
+    (:class:`~dmlbench.report.tables.Shown`: seconds for the times), so that the page sorts
+    "12.5 min" after "45 s"."""
     out = budget.copy().astype(object)
     for c in COLUMNS[:8]:  # the counts
-        out[c] = [str(int(v)) for v in budget[c]]
+        out[c] = [Shown(str(int(v)), v) for v in budget[c]]
     for c in ("train_seconds", "wall_seconds"):
-        out[c] = [format_seconds(float(v)) for v in budget[c]]
+        out[c] = [Shown(format_seconds(float(v)), v) for v in budget[c]]
     names = {"search_epochs": "search epochs", "train_seconds": "train time",
              "wall_seconds": "wall time"}  # fmt: skip
     return out.rename(columns=names)

@@ -25,7 +25,10 @@ with the Markdown table's stem (``<protocol>-<hash12>``, ``…-overrides``):
   from the board and never ranked (:mod:`dmlbench.report.external`); the board's Markdown
   ends with the same section and its page's results mark their rows ``section: external``;
 - ``<stem>.html`` — one self-contained page with all of the above and every ``<stem>-*.png``
-  found beside it (so plots other commands write there with that stem appear too).
+  found beside it (so plots other commands write there with that stem appear too);
+- ``<stem>/`` — a page and a curves plot per method, linked from the board's tables, and the
+  retrieval grid and embedding map where seed 0's test embeddings were kept
+  (:mod:`dmlbench.report.extras`; not for sweep points, which are points of a plot).
 
 And ``cross-dataset.md`` / ``.csv`` / ``-agreement.csv``: each method's verdict and rank on
 every tuned board of one label kind side by side, and Kendall τ between data sets
@@ -56,7 +59,7 @@ from pathlib import Path
 import pandas as pd
 
 from dmlbench.metrics import catalogue
-from dmlbench.records import Record, atomic_write_text
+from dmlbench.records import UNTRAINED, Record, atomic_write_text
 from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
 from dmlbench.report.board import display_table, write_boards
@@ -64,8 +67,10 @@ from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
 from dmlbench.report.external import by_hash, split_external, with_external_rows, write_external
+from dmlbench.report.extras import Kept, write_extras
 from dmlbench.report.forest import save_forest
-from dmlbench.report.html import Across, Page, render_index, render_page
+from dmlbench.report.html import Across, Page, render_page
+from dmlbench.report.index_page import render_index
 from dmlbench.report.latex import latex_table, paper_caption
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
 from dmlbench.report.published import (
@@ -77,6 +82,7 @@ from dmlbench.report.published import (
 from dmlbench.report.ranking import TRACKS, label_kind
 from dmlbench.report.tables import (
     MixedProtocolsError,
+    Shown,
     check_one_condition,
     numeric_summary,
     render_markdown,
@@ -97,6 +103,9 @@ def build_reports(
     published_dir: Path | None = None,
     linked_sweeps: list[str] | None = None,
     notes: Mapping[str, Sequence[str]] | None = None,
+    kept: Kept | None = None,
+    baseline: str = UNTRAINED,
+    headline: str | None = None,
 ) -> list[Path]:
     """Write every report file for ``records`` into ``out_dir``; return the paths written.
 
@@ -111,6 +120,12 @@ def build_reports(
     Records are grouped by (protocol hash, has overrides), like the Markdown tables; each group
     gets its own files. The comparison across data sets reads the tuned boards without
     overrides, one per data set and label kind; a page shows those of its own kind.
+
+    Each board also gets its folder ``<stem>/`` (:mod:`dmlbench.report.extras`): a page and
+    curves per method, and, from ``kept`` (seed-0 test embeddings by (protocol hash12,
+    method), :func:`dmlbench.report.kept.find_kept`), the retrieval grid of its best method
+    beside ``baseline``'s and the embedding map. ``headline``: the protocol whose board the
+    index opens on.
     """
     records, external = split_external(unique_records(records))
     check_one_condition(records)
@@ -141,7 +156,10 @@ def build_reports(
             theirs = [] if overridden else external_of.get(key[0], [])
             paths, page = _one_group(group, overridden, out_dir, published, own, lines, theirs)
             page.across_report = report
+            page.overridden = overridden
             written += paths
+            if not is_sweep_point(group[0].protocol.name):  # a point of a plot, not a board
+                written += write_extras(group, paths[0].stem, out_dir, page, kept, baseline)
             pages.append((out_dir / f"{paths[0].stem}.html", page))
     stems = [html.stem for html, _ in pages]
     for html, page in pages:  # plots beside the page, except those of a longer stem
@@ -165,7 +183,7 @@ def build_reports(
     # a protocol's boards together (with and without overrides), protocols by name
     boards = sorted(((html.name, page) for html, page in pages), key=lambda b: b[1].protocol)
     sweeps = [p.name for p in sweep_pngs] + list(linked_sweeps or [])
-    atomic_write_text(index, render_index(boards, sweeps, across, dvt_tables, report))
+    atomic_write_text(index, render_index(boards, sweeps, across, dvt_tables, report, headline))
     written.append(index)
     return written
 
@@ -327,7 +345,8 @@ def comparison_numbers(comp: pd.DataFrame, numeric: pd.DataFrame) -> pd.DataFram
 
 
 def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
-    """Strings for the reported-vs-reproduced table, indexed by method.
+    """Strings for the reported-vs-reproduced table, indexed by method; the numbers keep their
+    value (:class:`~dmlbench.report.tables.Shown`, in % as printed) for the page to sort by.
 
     A published value whose recorded settings differ from ours (normalisation, image size,
     batch size, pretraining) carries a mark ``†N``; footnote N, in ``.attrs["footnotes"]``,
@@ -346,10 +365,14 @@ def display_comparison(comp: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "metric": comp["metric"],
-            "published": [f"{v:g}{m}" for v, m in zip(comp["published"], marks, strict=True)],
-            "ours": [f"{m:.1f}" if pd.isna(s) else f"{m:.1f} ± {s:.1f}" for m, s in pairs],
-            "seeds": [str(int(n)) for n in comp["n_seeds"]],
-            "difference": [f"{d:+.1f}" for d in comp["difference"]],
+            "published": [
+                Shown(f"{v:g}{m}", v) for v, m in zip(comp["published"], marks, strict=True)
+            ],
+            "ours": [
+                Shown(f"{m:.1f}" if pd.isna(s) else f"{m:.1f} ± {s:.1f}", m) for m, s in pairs
+            ],
+            "seeds": [Shown(str(int(n)), n) for n in comp["n_seeds"]],
+            "difference": [Shown(f"{d:+.1f}", d) for d in comp["difference"]],
             "kind": comp["kind"],
             "source": comp["source"],
         }

@@ -31,7 +31,7 @@ from dmlbench.metrics.stats import t_interval
 from dmlbench.records import Record, is_baseline
 from dmlbench.report.query_tests import hit_rates
 from dmlbench.report.ranking import primary_metric
-from dmlbench.report.tables import HIDDEN, row_labels
+from dmlbench.report.tables import HIDDEN, Shown, row_labels
 
 COLUMNS = [
     "seeds",
@@ -92,10 +92,11 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
     for method, row in frame.iterrows():
         metric = str(row["metric"])
         mean, std, lo, hi, qlo, qhi = (100 * float(row[f"{metric}_{k}"]) for k in STATS)
+        shown = f"{mean:.1f}" if math.isnan(std) else f"{mean:.1f} ± {std:.1f}"
         rows[method] = {
-            "seeds": str(int(row["n_seeds"])),
+            "seeds": Shown(str(int(row["n_seeds"])), row["n_seeds"]),
             "metric": metric,
-            "mean ± std": f"{mean:.1f}" if math.isnan(std) else f"{mean:.1f} ± {std:.1f}",
+            "mean ± std": Shown(shown, mean / 100),
             "95% CI (seeds)": _interval(lo, hi),
             "95% CI (queries)": _interval(qlo, qhi),
             "selected": row["selected"] or "—",
@@ -117,7 +118,10 @@ def _run_intervals(runs: list[Record], metric: str) -> tuple[float, float]:
 
 
 def _interval(lo: float, hi: float) -> str:
-    return "n/a" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
+    """The interval in %, keeping its lower bound (a fraction) as the number it sorts by."""
+    if math.isnan(lo) or math.isnan(hi):
+        return "n/a"
+    return Shown(f"[{lo:.1f}, {hi:.1f}]", lo / 100)
 
 
 def _hparams(runs: list[Record]) -> str:

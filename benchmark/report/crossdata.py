@@ -38,7 +38,7 @@ from dmlbench.report.plots import is_sweep_point
 from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
 from dmlbench.report.results import board_of
 from dmlbench.report.significance import holm as holm_adjust
-from dmlbench.report.tables import records_frame, render_markdown, to_csv
+from dmlbench.report.tables import Shown, records_frame, render_markdown, to_csv
 from dmlbench.report.titles import DEFAULTS_WORDS, margin_words, rebuilt_protocol
 
 ALPHA = 0.05
@@ -217,18 +217,19 @@ def side_by_side(sets: Sequence[DataSet]) -> pd.DataFrame:
 
 def display_side_by_side(numbers: pd.DataFrame, sets: Sequence[DataSet]) -> pd.DataFrame:
     """Display strings of :func:`side_by_side`: — where a board lacks the method or did not
-    judge it; the mean rank only when there is more than one data set."""
+    judge it; the mean rank only when there is more than one data set. Numbers keep their
+    value (:class:`~dmlbench.report.tables.Shown`) for the page to sort by."""
     out = pd.DataFrame(index=numbers.index)
     for d in sets:
         ran = numbers[f"{d.name}_rank"].notna()
         verdict = numbers[f"{d.name}_verdict"]
         out[f"{d.name} verdict"] = [str(v) if r and pd.notna(v) else MISSING
                                     for v, r in zip(verdict, ran, strict=True)]  # fmt: skip
-        out[f"{d.name} rank"] = [f"{v:g}" if pd.notna(v) else MISSING
+        out[f"{d.name} rank"] = [Shown(f"{v:g}", v) if pd.notna(v) else MISSING
                                  for v in numbers[f"{d.name}_rank"]]  # fmt: skip
     if len(sets) > 1:
-        out["data sets"] = [str(n) for n in numbers["data_sets"]]
-        out["mean rank"] = [f"{v:.2f}" for v in numbers["mean_rank"]]
+        out["data sets"] = [Shown(str(n), n) for n in numbers["data_sets"]]
+        out["mean rank"] = [Shown(f"{v:.2f}", v) for v in numbers["mean_rank"]]
     return out
 
 

@@ -1,12 +1,12 @@
-"""Self-contained HTML: one page per protocol hash, and the index of every board.
+"""Self-contained HTML: one page per protocol hash, and the pieces the index and the method
+pages share (:mod:`dmlbench.report.index_page`, :mod:`dmlbench.report.method_page`).
 
 A page holds the title, protocol name/version/hash, the results table with what it may claim
-(seeds, each method's verdict against the best of the others, stability over seeds), the plots
-(bars, forest plot of the verdicts), the reported-vs-reproduced table, the tuning budget and
-each method's verdict and rank on every tuned board of the page's label kind
-(:mod:`dmlbench.report.crossdata`). The index shows every board's table beside its forest plot,
-the sweeps, the defaults-vs-tuned tables and the boards side by side, and links the
-cross-data-set report, whose Kendall τ between data sets the pages do not repeat.
+(seeds, each method's verdict against the best of the others, stability over seeds; each
+method's name linked to its page), the retrieval grid and embedding map where drawn, the plots
+(bars, forest plot of the verdicts, captions in words), the reported-vs-reproduced table, the
+tuning budget and each method's verdict and rank on every tuned board of the page's label kind
+(:mod:`dmlbench.report.crossdata`).
 
 Tables can be sorted by any column and a board's rows filtered by method name and verdict: a
 reader looking for one method among twenty, or for the methods not worse than the best, should
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from html import escape
@@ -36,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from dmlbench import __version__
+from dmlbench.report.captions import caption
 from dmlbench.report.crossdata import INTRO as ACROSS_TEXT
 from dmlbench.report.external import EXTERNAL
 from dmlbench.report.external import TEXT as EXTERNAL_TEXT
@@ -84,6 +86,11 @@ class Page:
     notes: list[str] = field(default_factory=list)
     no_comparison_reason: str | None = None
     across_report: str | None = None
+    overridden: bool = False
+    method_pages: dict[str, str] = field(default_factory=dict)
+    """Per method, its page (href relative to the board page: ``<stem>/<method>.html``)."""
+    pictures: list[tuple[str, str]] = field(default_factory=list)
+    """The retrieval grid and embedding map: (src relative to the board page, caption)."""
 
 
 DEFAULTS_TEXT = (
@@ -133,10 +140,16 @@ def _cell(value: object, tag: str = "td", verdict: bool = False) -> str:
     return f"<{tag}{attrs}>{body}</{tag}>"
 
 
-def html_table(df: pd.DataFrame, index_name: str | None = "method", verdicts: bool = True) -> str:
+def html_table(
+    df: pd.DataFrame,
+    index_name: str | None = "method",
+    verdicts: bool = True,
+    links: Mapping[str, str] | None = None,
+) -> str:
     """A ``<table>`` the page's script sorts by a click on a header; the index becomes the
     first column unless ``index_name`` is None. With ``verdicts``, a ``verdict`` column's cells
-    carry their verdict (``data-verdict``, class ``v-<verdict>``) for colour and filters."""
+    carry their verdict (``data-verdict``, class ``v-<verdict>``) for colour and filters;
+    ``links`` makes an index cell a link (a method's name to its page)."""
     head = ([index_name] if index_name is not None else []) + [str(c) for c in df.columns]
     verdict_at = head.index(VERDICT) if verdicts and VERDICT in head else -1
     lines = ['<table class="sortable">']
@@ -144,7 +157,10 @@ def html_table(df: pd.DataFrame, index_name: str | None = "method", verdicts: bo
     lines.append("<tbody>")
     for idx, row in zip(df.index, df.values, strict=True):
         cells = ([idx] if index_name is not None else []) + list(row)
-        tds = (_cell(c, verdict=i == verdict_at) for i, c in enumerate(cells))
+        tds = [_cell(c, verdict=i == verdict_at) for i, c in enumerate(cells)]
+        href = (links or {}).get(str(idx)) if index_name is not None else None
+        if href:
+            tds[0] = f'<td><a href="{escape(href)}">{escape(str(idx))}</a></td>'
         lines.append("<tr>" + "".join(tds) + "</tr>")
     lines += ["</tbody>", "</table>"]
     return "\n".join(lines)
@@ -185,11 +201,13 @@ def board_html(
     texts: list[str],
     forest: str | None = None,
     anchor: str | None = None,
+    links: Mapping[str, str] | None = None,
 ) -> str:
     """One board: the name filter and verdict boxes, its table in its own scroll box (so a
-    wide table never makes the page scroll sideways) beside its forest plot, the external
+    wide table never makes the page scroll sideways), then its forest plot (beside the table
+    where the screen has room for both at a legible size, under it otherwise), the external
     rows in a table of their own; ``title`` is HTML, ``texts`` the paragraphs under the
-    title."""
+    title, ``links`` each method's page."""
     ranked, external = board_and_external(table)
     ident = f' id="{escape(anchor)}"' if anchor else ""
     controls = (
@@ -197,7 +215,7 @@ def board_html(
         'placeholder="filter by name" aria-label="filter methods by name"></label>'
         f'{_verdict_filters(ranked)}<span class="shown"></span></div>'
     )
-    tables = [f'<div class="scroll">{html_table(ranked)}</div>']
+    tables = [f'<div class="scroll">{html_table(ranked, links=links)}</div>']
     if len(external):
         tables += [
             f'<p class="external-caption"><strong>{escape(EXTERNAL_TITLE)}.</strong> '
@@ -208,7 +226,8 @@ def board_html(
     if forest:
         src, svg = escape(forest), escape(forest.removesuffix(".png") + ".svg")  # both written
         body.append(
-            f'<figure><a href="{src}"><img src="{src}" alt="forest plot of the verdicts"></a>'
+            f'<figure class="forest"><a href="{src}"><img src="{src}" '
+            'alt="forest plot of the verdicts"></a>'
             "<figcaption>Difference to the best of the other methods, 95% simultaneous "
             f'interval, ± δ equivalence band (<a href="{svg}">SVG</a>).</figcaption></figure>'
         )
@@ -224,16 +243,16 @@ def board_html(
     )
 
 
-def _section(title: str, *parts: str) -> str:
+def section(title: str, *parts: str) -> str:
     return "\n".join([f"<h2>{escape(title)}</h2>", *parts])
 
 
-def _p(text: str, cls: str | None = None) -> str:
+def paragraph(text: str, cls: str | None = None) -> str:
     attr = f' class="{cls}"' if cls else ""
     return f"<p{attr}>{escape(text)}</p>"
 
 
-def _document(title: str, body: str, body_class: str | None = None) -> str:
+def document(title: str, body: str, body_class: str | None = None) -> str:
     cls = f' class="{body_class}"' if body_class else ""
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -251,10 +270,11 @@ def render_page(page: Page) -> str:
         "<h2>Results</h2>",
         page.results,
         [
-            _p(RESULTS_TEXT.format(caption=page.caption)),
-            *(_p(n) for n in page.claims),
-            *(_p(n, "note") for n in page.notes),
+            paragraph(RESULTS_TEXT.format(caption=page.caption)),
+            *(paragraph(n) for n in page.claims),
+            *(paragraph(n, "note") for n in page.notes),
         ],
+        links=page.method_pages,
     )
     parts = [
         f"<h1>{escape(page.title)}</h1>",
@@ -263,21 +283,23 @@ def render_page(page: Page) -> str:
         "hashes are never put in one table.</p>",
         results,
     ]
+    if page.pictures:
+        parts.append(pictures_section(page))
     if page.confidence is not None and len(page.confidence):
         parts.append(
-            _section(
+            section(
                 "Confidence and selection",
-                _p(CONFIDENCE_TEXT),
-                html_table(page.confidence),
+                paragraph(CONFIDENCE_TEXT),
+                html_table(page.confidence, links=page.method_pages),
             )
         )
     if page.images:
-        parts.append(_section("Plots", *_figures(page.images)))
+        parts.append(section("Plots", *figures(page.images)))
     if page.comparison is not None and len(page.comparison):
         parts.append(
-            _section(
+            section(
                 "Reported vs reproduced",
-                _p(COMPARISON_TEXT.format(setting=page.setting)),
+                paragraph(COMPARISON_TEXT.format(setting=page.setting)),
                 html_table(page.comparison),
             )
         )
@@ -287,35 +309,51 @@ def render_page(page: Page) -> str:
             if page.setting
             else "No published setting is declared for this protocol."
         )
-        parts.append(_section("Reported vs reproduced", _p(why, "note")))
+        parts.append(section("Reported vs reproduced", paragraph(why, "note")))
     if page.budget is not None:
         parts.append(
-            _section(
+            section(
                 "Tuning budget",
-                _p(
+                paragraph(
                     "Per method: search trials (completed, pruned), the epochs its search "
                     "trained, final runs, epochs and steps trained in all, time."
                 ),
-                html_table(page.budget),
+                html_table(page.budget, links=page.method_pages),
             )
         )
     if page.across:
-        parts.append(_across(page.across, page.across_report))
-    return _document(page.title, "\n".join(parts))
+        parts.append(across_section(page.across, page.across_report))
+    return document(page.title, "\n".join(parts))
 
 
-def _figures(images: list[str]) -> list[str]:
+def figures(images: list[str]) -> list[str]:
+    """Each plot with its caption in words (:func:`dmlbench.report.captions.caption`)."""
     return [
-        f'<figure><img src="{escape(src)}" alt="{escape(src)}">'
-        f"<figcaption>{escape(src)}</figcaption></figure>"
+        f'<figure><a href="{escape(src)}"><img src="{escape(src)}" alt="{escape(caption(src))}" '
+        f'loading="lazy"></a><figcaption>{escape(caption(src))}</figcaption></figure>'
         for src in images
     ]
 
 
-def _across(across: Across, report: str | None) -> str:
+def pictures_section(page: Page) -> str:
+    """The board's retrieval grid and embedding map, with their captions, if drawn."""
+    if not page.pictures:
+        return ""
+    return section(
+        "Retrieval grid and embedding map",
+        *(
+            f'<figure class="picture"><a href="{escape(src)}"><img src="{escape(src)}" '
+            f'alt="{escape(text)}" loading="lazy"></a><figcaption>{escape(text)}</figcaption>'
+            "</figure>"
+            for src, text in page.pictures
+        ),
+    )
+
+
+def across_section(across: Across, report: str | None) -> str:
     """Each label kind's boards side by side with the boards left out under them, and the
     link to ``report``, the cross-data-set report with Kendall τ between data sets."""
-    parts = [_p(ACROSS_TEXT if across else NO_TUNED)]
+    parts = [paragraph(ACROSS_TEXT if across else NO_TUNED)]
     if report:
         href = escape(report)
         what = (
@@ -327,59 +365,5 @@ def _across(across: Across, report: str | None) -> str:
         parts.append(f'<p>{what}: <a href="{href}">{href}</a>.</p>')
     for kind, (table, notes) in across.items():
         parts += [f"<h3>{escape(kind.capitalize())}</h3>", html_table(table)]
-        parts += [_p(n, "note") for n in notes]
-    return _section("Across data sets", *parts)
-
-
-def _index_board(href: str, page: Page) -> str:
-    """A page's board on the index: its linked title, caption, claims (folded), table and
-    forest plot."""
-    forests = [src for src in page.images if src.endswith("-forest.png")]
-    folded = "".join([*(_p(n) for n in page.claims), *(_p(n, "note") for n in page.notes)])
-    texts = [_p(RESULTS_TEXT.format(caption=page.caption), "note")]
-    if folded:
-        texts.append(f"<details><summary>Reading the verdicts; notes</summary>{folded}</details>")
-    return board_html(
-        f'<h3><a href="{escape(href)}">{escape(page.title)}</a></h3>',
-        page.results,
-        texts,
-        forests[0] if forests else None,
-        anchor=href.removesuffix(".html"),
-    )
-
-
-def render_index(
-    pages: list[tuple[str, Page]],
-    sweep_images: list[str],
-    across: Across,
-    defaults_vs_tuned: list[tuple[str, pd.DataFrame]] | None = None,
-    across_report: str | None = None,
-) -> str:
-    """``index.html``: every protocol-hash page's board (``(href, page)``: its table, linked
-    to the page, beside its forest plot), the sweep plots (which span hashes: one derived
-    protocol per point, so they belong to no single page), the defaults-vs-tuned tables and
-    the tuned boards side by side per label kind, linked to ``across_report`` (the
-    cross-data-set report) where one was written."""
-    contents = "\n".join(
-        f'<li><a href="#{escape(href.removesuffix(".html"))}">{escape(page.title)}</a></li>'
-        for href, page in pages
-    )
-    parts = [
-        "<h1>dmlbench reports</h1>",
-        _p(HOW_TO, "note"),
-        f"<nav><ul>\n{contents}\n</ul></nav>",
-        _section("Boards", *(_index_board(href, page) for href, page in pages)),
-    ]
-    if sweep_images:
-        parts.append(
-            _section(
-                "Sweeps",
-                _p("One derived protocol (own hash) per point; one line per method."),
-                *_figures(sweep_images),
-            )
-        )
-    for title, table in defaults_vs_tuned or []:
-        parts.append(_section(title, _p(DEFAULTS_TEXT), html_table(table)))
-    if across or across_report:
-        parts.append(_across(across, across_report))
-    return _document("dmlbench reports", "\n".join(parts), "index")
+        parts += [paragraph(n, "note") for n in notes]
+    return section("Across data sets", *parts)

@@ -312,6 +312,34 @@ def test_tuned_entry_replays_its_committed_selection(board: Path) -> None:
     assert committed.search["hparams"] == committed.hparams
 
 
+def test_keep_embeddings_keeps_the_pictured_entries_and_the_report_draws_them(
+    board: Path, tmp_path: Path
+) -> None:
+    """``--keep-embeddings`` re-runs the entries a board's pictures need (its best method and
+    untrained), keeps their test embeddings, and says the re-run equals the board bit for bit
+    (made on this machine); the report then draws the board's grid and map from them."""
+    from dmlbench.report.kept import find_kept, load_kept
+
+    notes: list[str] = []
+    rows = check.run_check(board, [TUN], None, False, jobs=1, on_note=notes.append,
+                           keep_embeddings=True)  # fmt: skip
+    assert rows and all(r.ok for r in rows)
+    assert {r.method for r in rows} == {"contrastive", "untrained"}
+    kept = find_kept(board)
+    assert sorted(m for _, m in kept) == ["contrastive", "untrained"]
+    for (_, method), path in kept.items():
+        k = load_kept(path)
+        record = load_record(committed_record(board, method, TUN))
+        assert k.metrics == record.metrics and k.data_fingerprint == record.data_fingerprint
+        assert len(k.embeddings) == len(k.labels) and k.embeddings.shape[1] > 1
+    assert sum("equal the reference bit for bit" in n for n in notes) == 2
+    out = tmp_path / "reports"
+    check_update.write_report(board, out)
+    [folder] = [p for p in out.iterdir() if p.is_dir() and p.name.startswith(f"{TUN}-")]
+    assert (folder / "grid.png").is_file() and (folder / "map.png").is_file()
+    assert "grid.png" in (out / f"{folder.name}.html").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("portable", [True, False])
 def test_a_record_edited_by_hand_is_refused_on_every_machine(
     portable: bool, board: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -120,7 +120,11 @@ def test_runs_with_overrides_get_own_files_and_no_comparison(tmp_path: Path) -> 
         rec("npairs", s, "c" * 64, "cub200", overrides=smoke, m={"recall@1": 0.1}) for s in range(2)
     ]
     written = build_reports(records, tmp_path, PUBLISHED)
-    htmls = [p for p in written if p.suffix == ".html" and p.name != "index.html"]
+    htmls = [
+        p
+        for p in written
+        if p.suffix == ".html" and p.parent == tmp_path and p.name != "index.html"
+    ]
     assert len(htmls) == 1 and not list(tmp_path.glob("*-published.*"))
     text = htmls[0].read_text()
     assert "runs with overrides" in text and "Not compared" in text

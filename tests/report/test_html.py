@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from dmlbench.records import ExternalModel, Record
-from dmlbench.report.html import Page, asset, html_table, render_index, render_page
+from dmlbench.report.html import Page, asset, html_table, render_page
+from dmlbench.report.index_page import render_index
 from dmlbench.report.tables import Shown
 from tests.report.test_build import built, rec
 
@@ -90,7 +91,9 @@ def test_cub_page_shows_results_comparison_budget_and_ranking(
     text = page.read_text()
     across = text.split("<h2>Across data sets</h2>")[1]
     assert '<a href="cross-dataset.md">' in across and "<th>cub200 verdict</th>" in across
-    assert "<td>proxy-nca</td><td>undecided</td><td>1</td>" in across  # not run elsewhere
+    assert (
+        '<td>proxy-nca</td><td>undecided</td><td data-value="1.0">1</td>' in across
+    )  # not elsewhere
     assert "c" * 64 in text  # the full protocol hash
     assert "<strong>" in text and "**" not in text
     glyph = parse(tmp_path / "glyphs-mini-dddddddddddd.html")
@@ -153,8 +156,9 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     text = index.read_text()
     links = re.findall(r'<a href="([^"#]+)"', text)
     assert all((tmp_path / href).is_file() for href in links)
-    pages = [h for h in links if h.endswith(".html")]
+    pages = [h for h in links if h.endswith(".html") and "/" not in h]
     assert len(pages) == 3
+    assert [h for h in links if "/" in h] == ["glyphs-mini-eeeeeeeeeeee/a.html"]  # its page
     # glyphs-mini's hyper-parameters were given, not searched: no tuned board to compare
     across = text.split("<h2>Across data sets</h2>")[1]
     assert "No tuned board" in across and "<table" not in across.split("<h2>")[0]
@@ -172,7 +176,8 @@ def test_index_links_every_page_and_shows_sweep_plots(tmp_path: Path) -> None:
     for page in (index, tmp_path / f"glyphs-mini-{'e' * 12}.html"):  # external: own table
         board = page.read_text().split('<section class="board" id="glyphs-mini-e')[-1]
         ranked, _, external = board.split("</section>")[0].partition("scroll external")
-        assert "big-net" in external and "ImageNet-1k" in external and "<td>a</td>" in ranked
+        assert "big-net" in external and "ImageNet-1k" in external
+        assert '<td><a href="glyphs-mini-eeeeeeeeeeee/a.html">a</a></td>' in ranked
         assert "big-net" not in ranked and "<th>section</th>" not in board
 
 
@@ -288,3 +293,46 @@ def test_cells_carry_the_numbers_of_the_frame_not_of_their_text() -> None:
     )
     assert '<td data-value="3.0">3</td>' in html
     assert html.count("data-value") == 3 and "<th data-value" not in html
+
+
+NUMBER_LIKE = re.compile(r"^(<strong>)?[-+−\[]?\d")
+
+
+def test_every_number_in_every_table_carries_its_value(built: tuple[Path, list[Path]]) -> None:
+    """The script sorts by ``data-value`` only (no parsing of the text): every cell showing a
+    number, in the board, confidence, comparison, budget and across-data-sets tables, has one."""
+    pages = sorted(built[0].glob("*.html"))
+    checked = 0
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for table in re.findall(r"<table.*?</table>", text, re.S):
+            for row in re.findall(r"<tr>(.*?)</tr>", table.split("</thead>")[-1], re.S):
+                for attrs, body in re.findall(r"<td([^>]*)>(.*?)</td>", row)[1:]:
+                    if NUMBER_LIKE.match(body):
+                        assert "data-value=" in attrs, (page.name, body)
+                        checked += 1
+    assert checked > 50
+
+
+def test_method_names_link_to_their_pages() -> None:
+    page = synthetic_page(external=False)
+    page.method_pages = {"beta": "glyphs-mini-bbbbbbbbbbbb/beta.html"}
+    for html in (render_page(page), render_index([("g.html", page)], [], {})):
+        assert '<td><a href="glyphs-mini-bbbbbbbbbbbb/beta.html">beta</a></td>' in html
+        assert "<td>alpha</td>" in html  # no page: no link
+
+
+def test_the_index_opens_on_the_headline_board() -> None:
+    def page(protocol: str, overridden: bool = False) -> Page:
+        p = synthetic_page(external=False)
+        p.protocol, p.title, p.overridden = protocol, f"{protocol} {overridden}", overridden
+        return p
+
+    pages = [("a.html", page("emoji-mini")), ("b.html", page("glyphs-mini", True)),
+             ("c.html", page("glyphs-mini"))]  # fmt: skip
+    html = render_index(pages, [], {}, headline="glyphs-mini")
+    ids = re.findall(r'<section class="board" id="([^"]+)"', html)
+    assert ids == ["c", "a", "b"]  # the headline board first, the overridden one keeps its place
+    assert re.findall(r'<section class="board" id="([^"]+)"', render_index(pages, [], {})) == [
+        "a", "b", "c"
+    ]  # fmt: skip

@@ -1,4 +1,6 @@
-"""The report's script in a real browser: sort a board by a column, filter it by name and verdict.
+"""The report's script in a real browser: sort a board by a column, filter it by name and verdict;
+and the committed leaderboard's index: it opens on the headline board, its forest plots are
+legible, and every board has its retrieval grid, embedding map, curves and method pages.
 
 Headless Debian chromium driven by Selenium through the system chromedriver, offline (Selenium
 Manager is told not to download a driver). Skipped, with the reason, where either is missing.
@@ -21,13 +23,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
-from dmlbench.report.html import render_index
+from dmlbench.report.index_page import render_index
 from dmlbench.report.tables import Shown
 from tests.report.test_html import BOARD, synthetic_page
 
 LAPTOP = (1366, 768)
+BUDGET_COUNTS = [
+    "trials",
+    "complete",
+    "pruned",
+    "search_epochs",
+    "finals",
+    "seeds",
+    "epochs",
+    "steps",
+]
 
 
 def browser_paths() -> tuple[str | None, str | None]:
@@ -170,6 +183,89 @@ def test_a_wide_board_does_not_scroll_the_laptop_page_sideways(browser: Any, ind
     browser.get(index.as_uri())
     width = browser.execute_script("return document.documentElement.scrollWidth")
     assert width <= browser.execute_script("return window.innerWidth")
+
+
+def test_budget_table_sorts_by_the_seconds_its_cells_carry(browser: Any, tmp_path: Path) -> None:
+    """The budget's times ("45 s", "12.5 min") sort by seconds (``data-value``), as no
+    reading of the text could: the script has no text fallback any more."""
+    from dmlbench.report.budget import format_budget
+    from dmlbench.report.html import render_page
+
+    budget = pd.DataFrame(
+        {c: [1, 1, 1] for c in BUDGET_COUNTS}
+        | {"train_seconds": [45.0, 750.0, 90.0], "wall_seconds": [50.0, 760.0, 100.0]},
+        index=pd.Index(["a", "b", "c"], name="method"),
+    )
+    page = synthetic_page(external=False)
+    page.budget = format_budget(budget)
+    out = tmp_path / "page.html"
+    out.write_text(render_page(page), encoding="utf-8")
+    browser.get(out.as_uri())
+    table = "h2 + p + table"  # the budget table, after its heading and paragraph
+    heads = browser.execute_script(
+        "return Array.from(document.querySelectorAll('table.sortable thead th'))"
+        ".filter(th => th.textContent.trim() === 'wall time');"
+    )
+    assert len(heads) == 1
+    heads[0].click()  # numbers: largest first
+    assert [r[0] for r in _rows(browser, table)] == ["b", "c", "a"]  # 12.7 min, 100 s, 50 s
+
+
+LEADERBOARD = Path(__file__).resolve().parents[2] / "reports" / "leaderboard" / "index.html"
+HEADLINE = "glyphs-mini-"  # the README's headline board (dmlbench.leaderboard.readme.BOARD)
+
+
+def _committed(browser: Any) -> None:
+    if not LEADERBOARD.is_file():
+        pytest.skip("no committed leaderboard report")
+    browser.get(LEADERBOARD.as_uri())
+
+
+def test_the_committed_index_opens_on_the_headline_board_with_a_legible_forest_plot(
+    browser: Any,
+) -> None:
+    from dmlbench.leaderboard.readme import report_path
+
+    _committed(browser)
+    first = browser.execute_script(
+        "var b = document.querySelector('section.board');"
+        "return [b.id, b.getBoundingClientRect().top, window.innerHeight];"
+    )
+    assert first[0] == report_path(LEADERBOARD.parent).stem and first[0].startswith(HEADLINE)
+    assert first[1] < first[2]  # its title on the first screen
+    widths = browser.execute_script(
+        "return Array.from(document.querySelectorAll('figure.forest img'),"
+        " i => [i.getBoundingClientRect().width, i.naturalWidth]);"
+    )
+    assert widths and all(w >= 600 for w, _ in widths)  # was about 370 px
+    assert all(natural > 0 for _, natural in widths)
+
+
+def test_the_committed_boards_have_pictures_curves_and_method_pages(browser: Any) -> None:
+    _committed(browser)
+    boards = browser.execute_script(
+        "return Array.from(document.querySelectorAll('section.board'), b => [b.id,"
+        " Array.from(b.querySelectorAll('.scroll:not(.external) td a'), a => a.href),"
+        " Array.from(b.querySelectorAll('details.pictures img'), i => i.getAttribute('src'))]);"
+    )
+    assert len(boards) >= 8
+    for ident, methods, pictures in boards:
+        if ident.endswith("-overrides"):
+            continue
+        assert len(methods) >= 2, ident
+        assert sorted(Path(p).name for p in pictures) == ["grid.png", "map.png"], ident
+    ident, methods, pictures = boards[0]
+    for src in pictures:  # loaded, not a broken image
+        browser.get(LEADERBOARD.parent.joinpath(src).as_uri())
+        assert browser.execute_script("return document.images[0].naturalWidth") > 0
+    browser.get(methods[0])  # a method's page: its curves and its way back to the board
+    shown = browser.execute_script(
+        "return [Array.from(document.images, i => [i.getAttribute('src'), i.naturalWidth]),"
+        " Array.from(document.querySelectorAll('a'), a => a.getAttribute('href'))];"
+    )
+    images, links = shown
+    assert any(src.endswith("-curves.png") and width > 0 for src, width in images)
+    assert f"../{ident}.html" in links and "../index.html" in links
 
 
 if __name__ == "__main__":

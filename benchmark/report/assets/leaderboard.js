@@ -3,23 +3,21 @@
 (function () {
   "use strict";
 
-  var MISSING = ["", "\u2014", "-", "nan"];  // cells without a value ("—") sort last
+  var MISSING = ["", "\u2014", "-", "n/a"];  // cells without a value ("—") sort last
 
   function text(cell) {
     return cell ? cell.textContent.trim() : "";
   }
 
   // The number a cell shows: its data-value, written by the page from the report's numbers
-  // (a mean, not its rounded text). Tables whose cells carry none (the side-by-side boards,
-  // the budget) fall back to the leading number of the text: "60.8 ± 1.3" -> 60.8.
+  // (a mean, not its rounded text); NaN for a text cell. The text is never parsed.
   function number(cell) {
-    if (cell && cell.hasAttribute("data-value")) {
-      return parseFloat(cell.getAttribute("data-value"));
-    }
-    return parseFloat(text(cell).replace(/^\u2212/, "-"));
+    return cell && cell.hasAttribute("data-value")
+      ? parseFloat(cell.getAttribute("data-value"))
+      : NaN;
   }
 
-  // A column is numeric when every cell with a value has a number.
+  // A column is numeric when every cell with a value carries a number.
   function isNumeric(rows, col) {
     var seen = false;
     for (var i = 0; i < rows.length; i++) {
