@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from dmlbench.records import UNTRAINED, Record, atomic_write_text
+from dmlbench.records import UNTRAINED, Record, atomic_write_text, is_baseline
 from dmlbench.report.curves import write_curves
 from dmlbench.report.html import Page, board_and_external
 from dmlbench.report.kept import KeptEmbeddings, load_kept
@@ -32,7 +32,7 @@ Kept = Mapping[tuple[str, str], Path]  # (protocol hash12, method) -> embeddings
 def best_method(page: Page) -> str | None:
     """The board's first trained row (the board's order: best mean of the headline first)."""
     ranked, _ = board_and_external(page.results)
-    return next((str(m) for m in ranked.index if str(m) != UNTRAINED), None)
+    return next((str(m) for m in ranked.index if not is_baseline(str(m))), None)
 
 
 def write_extras(

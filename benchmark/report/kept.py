@@ -28,7 +28,7 @@ import numpy as np
 
 from dmlbench.atomic import atomic_write
 from dmlbench.errors import DmlbenchError
-from dmlbench.records import UNTRAINED, Record
+from dmlbench.records import UNTRAINED, Record, is_baseline
 
 FOLDER = "pictures"
 SEED = 0  # the seed whose embeddings are pictured (the one ``dmlbench check`` re-runs)
@@ -135,5 +135,5 @@ def pictured_methods(finals: list[Record], baseline: str = UNTRAINED) -> list[st
     from dmlbench.report.tables import records_frame, summary_table
 
     table = summary_table(records_frame(finals))
-    best = [str(m) for m in table.index if str(m) != UNTRAINED][:1]
+    best = [str(m) for m in table.index if not is_baseline(str(m))][:1]
     return best + ([baseline] if baseline not in best else [])

@@ -16,7 +16,7 @@ from html import escape
 import pandas as pd
 
 from dmlbench.metrics import catalogue
-from dmlbench.records import UNTRAINED, Record
+from dmlbench.records import Record, is_baseline
 from dmlbench.report.html import document, html_table, paragraph, section
 from dmlbench.report.tables import HIDDEN, Shown
 
@@ -56,7 +56,7 @@ def chosen_table(finals: list[Record]) -> pd.DataFrame:
             "value": f"search trial {s['trial']} of {s['trials']}: validation {s['metric']} "
             f"{100 * s['value']:.1f}%, {s['epochs']} epochs"
         }
-    elif r.method != UNTRAINED:
+    elif not is_baseline(r.method):
         over = r.overrides.get("hparams")
         how = "overridden" if over else "the paper's defaults (no search)"
         rows["selected by"] = {"value": how}
