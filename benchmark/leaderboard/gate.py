@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.catalogue import HEADLINE
 from dmlbench.protocol import DEFAULT_GATE_MARGIN
-from dmlbench.records import BASELINES, PRETRAINED
+from dmlbench.records import BASELINES
 
 
 class GateError(DmlbenchError):
@@ -93,12 +93,3 @@ def require(gates: list[Gate]) -> None:
     if failed:
         raise GateError("not written: " + "; ".join(failed) + " (docs/leaderboard.md, 'The gate')")
 
-
-def no_better_than_start(means: Mapping[str, Mapping[str, float]]) -> list[str]:
-    """Trained methods whose headline mean is not above the pretrained row's: marked "no better
-    than the starting point" beside their verdict."""
-    if PRETRAINED not in means:
-        return []
-    metric = headline_of(means)
-    start = means[PRETRAINED][metric]
-    return sorted(m for m, v in means.items() if m not in BASELINES and v[metric] <= start)
