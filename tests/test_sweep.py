@@ -82,7 +82,7 @@ def test_sweep_command_writes_records_tables_and_plot(
     )
     assert code == 0
     files = sorted(results.rglob("*.json"))
-    assert len(files) == 4  # 2 values × (untrained + log-ratio)
+    assert len(files) == 6  # 2 values × (pixels + untrained + log-ratio)
     names = {json.loads(f.read_text())["protocol"]["name"] for f in files}
     assert names == {"poses-tiny@model.embedding_size=8", "poses-tiny@model.embedding_size=16"}
     hashes = {json.loads(f.read_text())["protocol"]["hash"] for f in files}

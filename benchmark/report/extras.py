@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.records import UNTRAINED, Record, atomic_write_text, is_baseline
 from dmlbench.report.curves import write_curves
 from dmlbench.report.html import Page, board_and_external
@@ -103,10 +104,10 @@ def _pictures(
         else "green frame: same class as the query (hit), red: another class (miss)"
     )
     check = "; ".join(
-        f"{m}: recall@1 {100 * k.metrics['recall@1']:.2f}% in the kept re-run, "
-        f"{100 * record[m].metrics['recall@1']:.2f}% in the record"
+        f"{m}: {HITS_METRIC} {100 * k.metrics[HITS_METRIC]:.2f}% in the kept re-run, "
+        f"{100 * record[m].metrics[HITS_METRIC]:.2f}% in the record"
         for m, k in chosen.items()
-        if "recall@1" in k.metrics and m in record and "recall@1" in record[m].metrics
+        if HITS_METRIC in k.metrics and m in record and HITS_METRIC in record[m].metrics
     )
     grid_text = (
         f"{names}: {QUERIES} test queries (a seeded rule, the same for every method) and their "

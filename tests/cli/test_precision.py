@@ -46,7 +46,7 @@ def test_a_run_records_its_precision(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(argv) == 0
     capsys.readouterr()
     files = sorted((tmp_path / "res").rglob("*-final*.json"))
-    assert len(files) == 2  # the method and the untrained baseline: both carry the run's
+    assert len(files) == 3  # the method and the no-learning rows: all carry the run's
     for f in files:
         assert json.loads(f.read_text())["env"]["precision"] == "fp32"
 

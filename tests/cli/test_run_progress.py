@@ -28,7 +28,8 @@ def test_redirected_run_prints_a_line_per_finished_run_with_elapsed_and_eta(
     tmp_path: Path,
 ) -> None:
     """2 methods × 2 seeds with stderr off a terminal (no tqdm bars):
-    the untrained baseline runs for each seed too, so 6 runs finish and 6 lines say so."""
+    the rows that need no learning (pixels, untrained) run for each seed too, so 8 runs finish
+    and 8 lines say so."""
     proto = tmp_path / "p.yaml"
     proto.write_text(BASE.replace("seeds: [0]", "seeds: [0, 1]"))
     methods, seeds = ["contrastive", "proxy-anchor"], [0, 1]
@@ -44,7 +45,7 @@ def test_redirected_run_prints_a_line_per_finished_run_with_elapsed_and_eta(
     matches = [RUN_LINE.match(ln) for ln in finished]
     assert all(matches), f"lines without elapsed time or ETA: {finished}"
     runs = sorted((m["method"], int(m["seed"])) for m in matches if m)
-    expected = sorted((name, s) for name in ["untrained", *methods] for s in seeds)
+    expected = sorted((name, s) for name in ["pixels", "untrained", *methods] for s in seeds)
     assert runs == expected, proc.stderr
     elapsed = [_seconds(m["elapsed"]) for m in matches if m]
     assert elapsed == sorted(elapsed)  # the whole command's clock, not each run's

@@ -174,7 +174,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tiny = Tiny(tmp_path_factory.mktemp("finished"))
     proc = tiny.run()
     assert proc.returncode == 0, proc.stderr
-    assert len(tiny.records()) == 2  # untrained + contrastive
+    assert len(tiny.records()) == 3  # contrastive + the rows that need no learning
     return tiny.dir
 
 
@@ -303,7 +303,7 @@ def test_5_finished_records_are_reused_and_reported_from_a_read_only_folder(
     assert warnings(proc) == [] and "contrastive" in proc.stdout
 
     proc = tiny.run("--seed", "1", as_nobody=True)  # seed 1 must be computed: one line
-    one_error(proc, tiny.results, "cannot be written", "untrained-seed1")
+    one_error(proc, tiny.results, "cannot be written", "pixels-seed1")
     assert snapshot(tiny.results) == before
 
 
@@ -679,7 +679,7 @@ def test_25_a_full_disk_is_one_line_saying_so(tiny: Tiny, tmp_path: Path) -> Non
     )  # fmt: skip
     if "mount:" in proc.stderr:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    one_error(proc, mount / "results", "untrained-seed1", "No space left on device")
+    one_error(proc, mount / "results", "pixels-seed1", "No space left on device")
     assert proc.stdout.splitlines() == before  # the finished records are intact
 
 
