@@ -57,7 +57,7 @@ HASH_EXCLUDE: dict[str, Any] = {
 DEFAULT_EQUIVALENCE_MARGIN = 0.03
 # How far a board's best method must stand above the best row that needs no learning (raw
 # pixels, the untrained network, the pretrained one without fine-tuning): 10 points of the
-# headline metric (dmlbench.leaderboard.gate says why).
+# headline metric (dmlbench.report.gate says why).
 DEFAULT_GATE_MARGIN = 0.10
 # Keys added after protocols were hashed, left out of the hash while at their default, so that
 # adding an option never changes the identity of the protocols that do not use it.
@@ -235,7 +235,7 @@ class ReportSpec(FrozenModel):
     from a power calculation, not from the results, and can change without retraining.
     ``gate_margin`` is how far the board's best method must stand above the best row that
     needs no learning before ``dmlbench check --update`` writes the board
-    (:mod:`dmlbench.leaderboard.gate`); every shipped board keeps the default.
+    (:mod:`dmlbench.report.gate`); every shipped board keeps the default.
     """
 
     equivalence_margin: Float = Field(DEFAULT_EQUIVALENCE_MARGIN, gt=0.0, lt=1.0)

@@ -32,7 +32,7 @@ SCHEMA_VERSION = 1
 # The rows that need no learning, which every seed of every run gets: nearest neighbours on
 # the raw test pixels, the randomly initialised network, and (where the protocol starts from a
 # trunk) the pretrained network's features without fine-tuning, the papers' "ImageNet" row.
-# A board must beat the best of them by a wide margin (dmlbench.leaderboard.gate).
+# A board must beat the best of them by a wide margin (dmlbench.report.gate).
 PIXELS = "pixels"
 UNTRAINED = "untrained"
 PRETRAINED = "pretrained"

@@ -1,6 +1,7 @@
-"""The README's first screen: the top rows of the tuned ``glyphs-mini`` board, and beside it
-the class-label section of the cross-data-set report (each method's verdict and rank on every
-tuned class-label board, and how far the boards agree).
+"""The README's first screen: the top rows of the tuned ``glyphs-mini`` board with its rows
+that need no learning, every board against those rows (``gate.md``), and the class-label
+section of the cross-data-set report (each method's verdict and rank on every tuned
+class-label board, and how far the boards agree).
 
 The excerpt is cut from the committed report (``reports/leaderboard/glyphs-mini-<hash>.md``),
 never typed by hand, so the README cannot drift from the board: a test compares the block
@@ -21,6 +22,8 @@ from dmlbench.records import atomic_write_text
 
 BEGIN, END = "<!-- board:begin -->", "<!-- board:end -->"
 ACROSS_BEGIN, ACROSS_END = "<!-- across:begin -->", "<!-- across:end -->"
+GATE_BEGIN, GATE_END = "<!-- gate:begin -->", "<!-- gate:end -->"
+GATE = "gate.md"
 ACROSS = "cross-dataset.md"
 ACROSS_SECTION = "## Class labels"
 BOARD = "glyphs-mini"  # the tuned board of the default protocol
@@ -36,8 +39,8 @@ def report_path(reports_dir: Path, board: str = BOARD) -> Path:
 
 
 def excerpt(report: Path, link: str, rows: int = ROWS) -> str:
-    """The report's caption, table header and first ``rows`` rows, its significance and
-    stability lines, and a link to the whole board."""
+    """The report's caption, table header, first ``rows`` trained rows and every row that
+    needs no learning, its significance and stability lines, and a link to the whole board."""
     if not report.is_file():
         raise DmlbenchError(f"{report}: no such report (make it: dmlbench check --update)")
     lines = report.read_text(encoding="utf-8").splitlines()
@@ -58,11 +61,40 @@ def excerpt(report: Path, link: str, rows: int = ROWS) -> str:
         [
             f"**{title}.** {' '.join(caption)}",  # the title names the board and budget
             "",
-            *lines[start : start + 2 + rows],
+            *lines[start : start + 2],
+            *[line for line in body if not _is_baseline_row(line)][:rows],
+            *[line for line in body if _is_baseline_row(line)],
             "",
             *(f"- {note}" for note in notes),  # one bullet each: lines would run together
             "",
-            f"Top {rows} rows; {more}.",
+            f"Top {rows} rows and the rows that need no learning; {more}.",
+        ]
+    )
+
+
+def _is_baseline_row(line: str) -> bool:
+    from dmlbench.records import is_baseline
+
+    return is_baseline(line.strip("|").split("|")[0].strip())
+
+
+def gate_excerpt(report: Path, link: str) -> str:
+    """The gate table (every board against the rows that need no learning) and its rule."""
+    if not report.is_file():
+        raise DmlbenchError(f"{report}: no such report (make it: dmlbench check --render)")
+    lines = report.read_text(encoding="utf-8").splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    if not table:
+        raise DmlbenchError(f"{report}: no table in the report")
+    rule = [line for line in lines if line.startswith("A board is published")]
+    return "\n".join(
+        [
+            "**Every board against the rows that need no learning** (headline metric, mean "
+            f"over seeds, in %; [the table]({link})).",
+            "",
+            *table,
+            "",
+            *rule,
         ]
     )
 
@@ -128,7 +160,9 @@ def write(readme: Path, reports_dir: Path) -> None:
     text = readme.read_text(encoding="utf-8")
     board = excerpt(report_path(reports_dir), link=f"{reports_dir.as_posix()}/index.html")
     across = across_excerpt(reports_dir / ACROSS, link=f"{reports_dir.as_posix()}/{ACROSS}")
+    gates = gate_excerpt(reports_dir / GATE, link=f"{reports_dir.as_posix()}/{GATE}")
     text = _replace(text, BEGIN, END, board)
+    text = _replace(text, GATE_BEGIN, GATE_END, gates)
     atomic_write_text(readme, _replace(text, ACROSS_BEGIN, ACROSS_END, across))
 
 
@@ -143,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         block(args.readme)  # refuses a README without markers before anything is written
         block(args.readme, ACROSS_BEGIN, ACROSS_END)
+        block(args.readme, GATE_BEGIN, GATE_END)
         write(args.readme, args.reports_dir)
     except (DmlbenchError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -33,7 +33,6 @@ from dmlbench.leaderboard.boards import (
     expected_hparams,
     leaderboard_overrides,
 )
-from dmlbench.leaderboard.gate import gate, require
 from dmlbench.leaderboard.tasks import THREADS, Task, run_tasks
 from dmlbench.leaderboard.tolerances import (
     CAP,
@@ -59,6 +58,7 @@ from dmlbench.records import (
     record_path,
     save_record,
 )
+from dmlbench.report.gate import gate, require
 
 COMMAND = "dmlbench check --update"
 STAGING = ".staging"  # a full update's new board folders, before they are swapped in

@@ -10,7 +10,7 @@ the protocol's ± δ, a report setting shown in the title) or *undecided*, with 
 P(top 3) from the same law of the means. Bold marks "not worse than the best"; absence of
 evidence is never printed as equivalence, and a board whose records carry no per-query values
 never prints *equivalent* (its intervals miss the test-query component). With one seed nothing
-is judged and the caption says so; the untrained row is never a candidate.
+is judged and the caption says so; the rows that need no learning are never candidates.
 :func:`write_reports` writes the per-hash Markdown and CSV tables.
 """
 
@@ -27,6 +27,7 @@ from dmlbench.metrics import catalogue
 from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text, is_baseline
 from dmlbench.report.external import by_hash, external_markdown, split_external
+from dmlbench.report.gate import BELOW_START, no_better_than_start, verdict_text
 from dmlbench.report.query_tests import query_sums
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
@@ -71,6 +72,7 @@ class BoardAnalysis:
     resampled: str = CROSSED  # what the bootstrap resampled: CROSSED or SEEDS_ONLY
     shared_seeds: tuple[int, ...] = ()  # the seeds every trained method has, used paired
     stability: str | None = None  # the Kendall τ line
+    below_start: tuple[str, ...] = ()  # trained methods not above the pretrained row's mean
 
     @property
     def bold(self) -> dict[str, list[str]]:
@@ -153,7 +155,16 @@ class BoardAnalysis:
             f"interval lies below 0; equivalent: it lies inside ±{delta}{unit} (δ, the "
             "protocol's report setting); undecided: neither. P(rank 1), P(top 3): the share "
             "of draws from the means' estimated law in which the method ranks first, in the "
-            "top 3. The untrained row is never a candidate."
+            "top 3. The rows that need no learning are never candidates." + self._start_words
+        )
+
+    @property
+    def _start_words(self) -> str:
+        if not self.below_start:
+            return ""
+        return (
+            f" {BELOW_START.capitalize()}: the method's mean is not above the pretrained "
+            "row's, the network every method starts from, without fine-tuning."
         )
 
     @property
@@ -218,9 +229,12 @@ def analyse_board(
     assert drawn is not None  # two shared seeds or more
     moments, resampled = drawn
     verdicts = compare_with_best(moments, margin, ALPHA, higher, equivalence=resampled == CROSSED)
+    means = {m: {metric: float(v)} for m, v in df.groupby("method")[metric].mean().items()}
+    below = no_better_than_start(means, metric, higher)
+    verdicts = verdicts.assign(below_start=[m in below for m in verdicts.index])
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return BoardAnalysis(
-        metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability
+        metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability, below
     )
 
 
@@ -260,7 +274,7 @@ def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:
         d, lo, hi = (scale * float(row[c]) for c in ("difference", "lower", "upper"))
         out.loc[method] = [  # each number kept beside its text, for the page to sort by
             Shown(f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]", row["difference"]),
-            str(row["verdict"]),
+            verdict_text(str(row["verdict"]), bool(row.get("below_start", False))),
             Shown(f"{float(row['p_rank1']):.2f}", row["p_rank1"]),
             Shown(f"{float(row['p_top3']):.2f}", row["p_top3"]),
         ]

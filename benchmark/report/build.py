@@ -62,6 +62,7 @@ from dmlbench.metrics import catalogue
 from dmlbench.records import UNTRAINED, Record, atomic_write_text
 from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
+from dmlbench.report.baselines import write_gate_report
 from dmlbench.report.board import display_table, write_boards
 from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_frame, confidence_table
@@ -179,6 +180,7 @@ def build_reports(
     written += [q for p in sweep_pngs for q in (p, p.parent / f"{p.stem}.svg")]
     dvt_paths, dvt_tables = write_defaults_vs_tuned(records, out_dir)
     written += dvt_paths
+    written += write_gate_report(_boards(groups), out_dir)
     index = out_dir / "index.html"
     # a protocol's boards together (with and without overrides), protocols by name
     boards = sorted(((html.name, page) for html, page in pages), key=lambda b: b[1].protocol)
@@ -186,6 +188,18 @@ def build_reports(
     atomic_write_text(index, render_index(boards, sweeps, across, dvt_tables, report, headline))
     written.append(index)
     return written
+
+
+def _boards(groups: Mapping[tuple[str, bool], list[Record]]) -> dict[tuple[str, str], list[Record]]:
+    """The boards of the gate table: groups without overrides that have finals, sweep points
+    left out (a point of a plot is not a board), by (protocol name, hash)."""
+    return {
+        (g[0].protocol.name, h): g
+        for (h, overridden), g in groups.items()
+        if not overridden
+        and any(r.stage == "final" for r in g)
+        and not is_sweep_point(g[0].protocol.name)
+    }
 
 
 def displayed(boards: crossdata.Boards) -> Across:

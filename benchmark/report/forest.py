@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 
 from dmlbench.metrics import catalogue
 from dmlbench.report.figures import save_png_svg
+from dmlbench.report.gate import verdict_text
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
 from dmlbench.report.verdicts import EQUIVALENT, WORSE
@@ -34,10 +35,12 @@ TITLE_WIDTH = 80
 
 def forest_data(verdicts: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Per method, best first: ``difference``, ``lower``, ``upper`` in display units (% points,
-    label distances as they are) and ``verdict``."""
+    label distances as they are), ``verdict`` and ``below_start`` (no better than the
+    starting point)."""
     scale = catalogue.scale(metric)
     out = verdicts[["difference", "lower", "upper"]] * scale
-    return out.assign(verdict=verdicts["verdict"])
+    below = verdicts.get("below_start", False)
+    return out.assign(verdict=verdicts["verdict"], below_start=below)
 
 
 def draw_forest(data: pd.DataFrame, metric: str, margin: float, title: str) -> Figure:
@@ -58,7 +61,8 @@ def draw_forest(data: pd.DataFrame, metric: str, margin: float, title: str) -> F
             markerfacecolor="black" if row["verdict"] == EQUIVALENT else "white",
             markersize=6, zorder=3, linestyle="none",
         )  # fmt: skip
-        ax.text(max(row["upper"], delta), y, f"  {row['verdict']}", va="center", fontsize=8)
+        label = verdict_text(str(row["verdict"]), bool(row["below_start"]))
+        ax.text(max(row["upper"], delta), y, f"  {label}", va="center", fontsize=8)
     ax.set_yticks(ys, [str(m) for m in data.index])
     ax.set_ylim(-0.7, n - 0.3)
     name = pretty_metric(metric).replace("R@", "Recall@")

@@ -26,6 +26,7 @@ import pandas as pd
 
 from dmlbench.metrics import catalogue
 from dmlbench.metrics.stats import t_half_width
+from dmlbench.report.gate import BELOW_START
 
 if TYPE_CHECKING:
     from dmlbench.report.board import BoardAnalysis
@@ -119,7 +120,8 @@ def paper_frame(table: pd.DataFrame, board: BoardAnalysis) -> tuple[pd.DataFrame
                 continue
             d, lo, hi = (scale * float(v.loc[method, c]) for c in ("difference", "lower", "upper"))
             diff.append(f"${d:+.{digits}f}$ $[{lo:+.{digits}f}, {hi:+.{digits}f}]$")
-            verdict.append(str(v.loc[method, "verdict"]))
+            below = "below_start" in v and bool(v.loc[method, "below_start"])
+            verdict.append(str(v.loc[method, "verdict"]) + (r"$^\dagger$" if below else ""))
         cells[rf"$\Delta$ {escape(pretty_metric(board.metric))} (95\% CI)"] = diff
         cells["Verdict"] = verdict
     return pd.DataFrame(cells), list(board.bold.get(board.metric or "", []))
@@ -151,8 +153,18 @@ def paper_caption(title: str, table: pd.DataFrame, board: BoardAnalysis, csv_nam
         f"{what} Bold: not worse than the best. Δ {m}: the difference to the best of the other "
         "methods with its 95% simultaneous interval (Hsu's multiple comparison with the best, "
         f"bootstrap over {board.resampled}). Verdict worse: the interval lies below 0; "
-        f"equivalent: it lies inside ±{delta}{unit}; undecided: neither. The untrained network "
-        f"is never a candidate. All metrics, P(rank 1) and P(top 3): {csv_name}."
+        f"equivalent: it lies inside ±{delta}{unit}; undecided: neither.{_start_words(board)} "
+        "The rows that need no learning are never candidates. All metrics, P(rank 1) and "
+        f"P(top 3): {csv_name}."
+    )
+
+
+def _start_words(board: BoardAnalysis) -> str:
+    if not board.below_start:
+        return ""
+    return (
+        f" A verdict with a dagger: {BELOW_START} (the method's mean is not above that of the "
+        "pretrained network without fine-tuning)."
     )
 
 

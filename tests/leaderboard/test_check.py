@@ -20,9 +20,9 @@ from dmlbench.cli.main import main
 from dmlbench.leaderboard import boards, check, tolerances
 from dmlbench.leaderboard import tolerances as tolerances_mod
 from dmlbench.leaderboard import update as check_update
-from dmlbench.leaderboard.gate import GateError
 from dmlbench.protocol import load_protocol
 from dmlbench.records import is_baseline, load_record, load_records
+from dmlbench.report.gate import GateError
 
 REPO = Path(__file__).resolve().parents[2]
 LEADERBOARD_DIR = REPO / "results" / "leaderboard"

@@ -25,7 +25,9 @@ def test_readme_shows_the_committed_tuned_board() -> None:
     assert (
         f"glyphs-mini v{version}, tuned: 8-trial search" in shown and f"over {seeds} seeds" in shown
     )
-    assert shown.count("\n|") == 2 + readme.ROWS
+    no_learning = [line for line in shown.splitlines() if readme._is_baseline_row(line)]
+    assert no_learning and shown.count("\n|") == 2 + readme.ROWS + len(no_learning)
+    assert any(line.startswith("| untrained ") for line in no_learning)
     assert (
         "Stability over seeds" in shown
         and "over the test queries' classes, crossed" in shown
@@ -39,6 +41,7 @@ def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     page = tmp_path / "README.md"
     page.write_text(
         f"# title\n\n{readme.BEGIN}\nSTALE BLOCK\n{readme.END}\n\n"
+        f"{readme.GATE_BEGIN}\nSTALE\n{readme.GATE_END}\n\n"
         f"{readme.ACROSS_BEGIN}\nSTALE\n{readme.ACROSS_END}\n\nrest\n",
         encoding="utf-8",
     )
@@ -48,6 +51,8 @@ def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     assert "STALE BLOCK" not in readme.block(page) and ", tuned: " in readme.block(page)
     across = readme.block(page, readme.ACROSS_BEGIN, readme.ACROSS_END)
     assert "STALE" not in across and "Across data sets" in across
+    gates = readme.block(page, readme.GATE_BEGIN, readme.GATE_END)
+    assert "STALE" not in gates and "rows that need no learning" in gates
 
 
 def test_bad_input_is_one_line_and_exit_2(
@@ -87,3 +92,21 @@ def test_across_excerpt_refuses_a_report_without_its_section(tmp_path: Path) -> 
     report.write_text("# Across data sets\n\n## Continuous labels\n\n| a |\n", encoding="utf-8")
     with pytest.raises(DmlbenchError, match="Class labels"):
         readme.across_excerpt(report, link="x")
+
+
+def test_readme_shows_every_board_against_the_rows_that_need_no_learning() -> None:
+    """The gate block is the committed gate table: one row per board of the leaderboard, each
+    with its best method, its best row that needs no learning and the gain between them, on
+    the first screen between the board and the comparison across data sets."""
+    expected = readme.gate_excerpt(REPORTS / readme.GATE, link="reports/leaderboard/gate.md")
+    shown = readme.block(REPO / "README.md", readme.GATE_BEGIN, readme.GATE_END)
+    assert shown == expected, "README is stale: python -m dmlbench.leaderboard.readme"
+    rows = [line for line in shown.splitlines() if line.startswith("| ")][1:]
+    assert sorted(r.split("|")[1].split("(")[0].strip() for r in rows) == sorted(boards.LEADERBOARD)
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert text.index(readme.END) < text.index(readme.GATE_BEGIN) < text.index(readme.ACROSS_BEGIN)
+
+
+def test_gate_excerpt_refuses_a_missing_report(tmp_path: Path) -> None:
+    with pytest.raises(DmlbenchError, match="no such report"):
+        readme.gate_excerpt(tmp_path / "gate.md", link="x")

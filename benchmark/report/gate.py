@@ -8,6 +8,13 @@ verdicts then judge are a few points too. The margin (the protocol's ``report.ga
 10 points of the headline metric, Recall@1 or nDCG@10, by default) asks for a gain over the
 best such row several times the equivalence margin of the verdicts (3 points).
 ``dmlbench check --update`` refuses to write a board that fails it, naming the margin.
+
+A method whose mean is not above the pretrained row's (the starting point every method
+fine-tunes) has learned nothing the starting point did not already know: every table and plot
+marks it ``BELOW_START`` beside its verdict, so a reader never takes "undecided" or
+"equivalent" among such methods for learning. The comparison is of means, like the gate's:
+the pretrained row is the same network on every seed, so its value has no seed spread, and a
+method's own spread is in its verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from dataclasses import dataclass
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics.catalogue import HEADLINE
 from dmlbench.protocol import DEFAULT_GATE_MARGIN
-from dmlbench.records import BASELINES
+from dmlbench.records import BASELINES, PRETRAINED
+
+BELOW_START = "no better than the starting point"
 
 
 class GateError(DmlbenchError):
@@ -93,3 +102,26 @@ def require(gates: list[Gate]) -> None:
     if failed:
         raise GateError("not written: " + "; ".join(failed) + " (docs/leaderboard.md, 'The gate')")
 
+
+def no_better_than_start(
+    means: Mapping[str, Mapping[str, float]], metric: str, higher: bool = True
+) -> tuple[str, ...]:
+    """The trained methods whose mean ``metric`` is not better than the pretrained row's, in
+    name order (none when the board has no pretrained row or it lacks ``metric``)."""
+    start = means.get(PRETRAINED, {}).get(metric)
+    if start is None:
+        return ()
+    sign = 1.0 if higher else -1.0
+    return tuple(
+        sorted(
+            m
+            for m, v in means.items()
+            if m not in BASELINES and metric in v and sign * (v[metric] - start) <= 1e-12
+        )
+    )
+
+
+def verdict_text(verdict: str, below_start: bool) -> str:
+    """A verdict as printed in tables and plots: ``BELOW_START`` beside it where the method's
+    mean is not above the pretrained row's (every table and plot says it in the same words)."""
+    return f"{verdict}, {BELOW_START}" if below_start else verdict

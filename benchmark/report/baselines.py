@@ -1,0 +1,110 @@
+"""Every board against the rows that need no learning, in one table (``gate.md``, ``gate.csv``).
+
+A board measures metric learning only if its methods clear nearest neighbours on raw pixels,
+the untrained network and the pretrained network without fine-tuning by a wide margin
+(:mod:`dmlbench.report.gate`). Each board's page shows those rows beside its methods; this
+table puts the boards side by side: the best method, the best row that needs no learning, the
+gain between them against the margin the gate asks for, and how many methods end no better
+than the starting point. It is computed from the records alone, so it says the same of a
+committed board as of one a user just ran.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from dmlbench.metrics import catalogue
+from dmlbench.protocol import DEFAULT_GATE_MARGIN
+from dmlbench.records import BASELINES, PRETRAINED, Record, atomic_write_text
+from dmlbench.report.gate import BELOW_START, GateError, gate, no_better_than_start
+from dmlbench.report.tables import render_markdown, to_csv
+from dmlbench.report.titles import rebuilt_protocol
+
+STEM = "gate"
+COLUMNS = [
+    "board", "metric", "best method", "mean", "best row without learning", "row mean",
+    "gain (points)", "gate asks", "gate", BELOW_START,
+]  # fmt: skip
+
+
+def board_means(records: Iterable[Record]) -> dict[str, dict[str, float]]:
+    """Each entry's mean over its seeds, per metric, from one board's final records."""
+    values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r.stage == "final" and not r.overrides:
+            for metric, v in r.metrics.items():
+                values[r.method][metric].append(float(v))
+    return {m: {k: sum(v) / len(v) for k, v in ms.items()} for m, ms in values.items()}
+
+
+def gate_margin(name: str, protocol_hash: str) -> float:
+    """The protocol's ``report.gate_margin`` where it can be rebuilt, else the default."""
+    protocol = rebuilt_protocol(name, protocol_hash)
+    return protocol.report.gate_margin if protocol else DEFAULT_GATE_MARGIN
+
+
+def gate_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, object] | None:
+    """One board's row (None when it has no trained method or no row without learning)."""
+    means = board_means(records)
+    try:
+        g = gate(name, means, gate_margin(name, protocol_hash))
+    except GateError:
+        return None
+    trained = [m for m in means if m not in BASELINES]
+    below = no_better_than_start(means, g.metric, catalogue.higher_is_better(g.metric))
+    start = f"{len(below)} of {len(trained)}" if PRETRAINED in means else "no pretrained row"
+    return {
+        "board": f"{name} ({protocol_hash[:8]})",
+        "metric": g.metric,
+        "best method": g.method,
+        "mean": round(100 * g.value, 1),
+        "best row without learning": g.baseline,
+        "row mean": round(100 * g.baseline_value, 1),
+        "gain (points)": round(100 * g.margin, 1),
+        "gate asks": round(100 * g.required, 1),
+        "gate": "passes" if g.passed else "fails",
+        BELOW_START: start,
+    }
+
+
+def gate_table(boards: dict[tuple[str, str], list[Record]]) -> pd.DataFrame:
+    """The rows of the boards ``(name, hash) -> final records``, by board name."""
+    rows = [gate_row(name, h, recs) for (name, h), recs in sorted(boards.items())]
+    return pd.DataFrame([r for r in rows if r is not None], columns=COLUMNS)
+
+
+def render_gate(table: pd.DataFrame) -> str:
+    """The Markdown page: a sentence on what is compared, the table, the rule."""
+    return "\n".join(
+        [
+            "## Every board against the rows that need no learning",
+            "",
+            "Means over seeds of the headline metric (Recall@1, nDCG@10 for continuous labels), "
+            "in %. Rows that need no learning: nearest neighbours on the raw test pixels, the "
+            "untrained network and, where the protocol starts from pretrained weights, that "
+            "network without fine-tuning.",
+            "",
+            render_markdown(table.set_index("board").astype(str), index_name="board"),
+            "",
+            f"A board is published only when its best method's gain is at least what the gate "
+            f"asks (`report.gate_margin` of its protocol). {BELOW_START.capitalize()}: methods "
+            "whose mean is not above the pretrained row's.",
+            "",
+        ]
+    )
+
+
+def write_gate_report(boards: dict[tuple[str, str], list[Record]], out_dir: Path) -> list[Path]:
+    """``gate.md`` and ``gate.csv`` in ``out_dir`` (nothing when no board has both kinds of
+    rows)."""
+    table = gate_table(boards)
+    if table.empty:
+        return []
+    md, csv = out_dir / f"{STEM}.md", out_dir / f"{STEM}.csv"
+    atomic_write_text(md, render_gate(table))
+    atomic_write_text(csv, to_csv(table.set_index("board")))
+    return [md, csv]

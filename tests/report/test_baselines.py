@@ -1,0 +1,100 @@
+"""The gate table: every board against its rows that need no learning, from records alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dmlbench.report.baselines import gate_table, write_gate_report
+from dmlbench.report.build import build_reports
+from dmlbench.report.gate import BELOW_START, no_better_than_start
+from tests.report.test_build import rec
+
+H = "b" * 64
+
+
+def board(values: dict[str, list[float]], name: str = "p", metric: str = "recall@1") -> list:
+    return [
+        rec(method, seed, H, name, m={metric: v})
+        for method, vs in values.items()
+        for seed, v in enumerate(vs)
+    ]
+
+
+def test_gain_is_over_the_best_row_that_needs_no_learning() -> None:
+    """pixels (0.30) beats the untrained network (0.10): the gain is measured from it, and a
+    board 9 points above it fails the 10-point gate; 11 points above passes."""
+    rows = {"pixels": [0.30, 0.30], "untrained": [0.10, 0.12], "a": [0.39, 0.39], "b": [0.2, 0.2]}
+    table = gate_table({("p", H): board(rows)})
+    row = table.iloc[0]
+    assert (row["best method"], row["best row without learning"]) == ("a", "pixels")
+    assert (row["gain (points)"], row["gate"]) == (9.0, "fails")
+    rows["a"] = [0.41, 0.41]
+    assert gate_table({("p", H): board(rows)}).iloc[0]["gate"] == "passes"
+
+
+def test_methods_no_better_than_the_starting_point_are_counted() -> None:
+    """Two of three methods sit at or below the pretrained row's mean; without a pretrained
+    row the column says so instead of a count."""
+    rows = {
+        "pixels": [0.2, 0.2],
+        "pretrained": [0.5, 0.5],
+        "a": [0.7, 0.72],
+        "b": [0.5, 0.5],
+        "c": [0.45, 0.55],
+    }
+    assert gate_table({("p", H): board(rows)}).iloc[0][BELOW_START] == "2 of 3"
+    del rows["pretrained"]
+    assert gate_table({("p", H): board(rows)}).iloc[0][BELOW_START] == "no pretrained row"
+
+
+def test_below_start_respects_the_direction_of_the_metric() -> None:
+    means = {"pretrained": {"mld@1": 1.0}, "a": {"mld@1": 0.8}, "b": {"mld@1": 1.2}}
+    assert no_better_than_start(means, "mld@1", higher=False) == ("b",)
+    assert no_better_than_start(means, "mld@1", higher=True) == ("a",)
+    assert no_better_than_start({"a": {"mld@1": 1.0}}, "mld@1") == ()
+
+
+def test_build_reports_writes_the_table_for_boards_only(tmp_path: Path) -> None:
+    """A board with rows that need no learning gets its line; runs with overrides (smoke
+    tests) are not a board and get none."""
+    records = board({"pixels": [0.2, 0.2], "a": [0.5, 0.6], "b": [0.4, 0.45]})
+    records.append(rec("a", 0, "c" * 64, "q", overrides={"max_steps": 5}))
+    records.append(rec("pixels", 0, "c" * 64, "q", overrides={"max_steps": 5}))
+    build_reports(records, tmp_path)
+    text = (tmp_path / "gate.md").read_text(encoding="utf-8")
+    assert "| p (bbbbbbbb)" in text and "| q (" not in text
+    assert (tmp_path / "gate.csv").read_text(encoding="utf-8").count("\n") == 2
+
+
+def test_no_table_without_rows_that_need_no_learning(tmp_path: Path) -> None:
+    assert write_gate_report({("p", H): board({"a": [0.5, 0.6]})}, tmp_path) == []
+    assert not (tmp_path / "gate.md").exists()
+
+
+def test_tables_and_plots_mark_methods_no_better_than_the_start(tmp_path: Path) -> None:
+    """b's mean is below the pretrained row's: its verdict cell in the Markdown table, the
+    forest plot's data and the paper table say so; a's do not."""
+    from dmlbench.report.board import analyse_board
+    from dmlbench.report.forest import forest_data
+    from dmlbench.report.tables import records_frame
+
+    values = {
+        "pixels": [0.2] * 3,
+        "pretrained": [0.5] * 3,
+        "a": [0.70, 0.72, 0.71],
+        "b": [0.45, 0.47, 0.46],
+        "c": [0.60, 0.58, 0.62],
+    }
+    records = board(values)
+    analysis = analyse_board(records_frame(records), records)
+    assert analysis.below_start == ("b",)
+    assert analysis.verdicts is not None
+    data = forest_data(analysis.verdicts, "recall@1")
+    assert data["below_start"].to_dict() == {"a": False, "b": True, "c": False}
+    build_reports(records, tmp_path)
+    md = next(p for p in tmp_path.glob("p-*.md") if p.stem.count("-") == 1)
+    rows = {line.split("|")[1].strip(): line for line in md.read_text().splitlines() if "|" in line}
+    assert BELOW_START in rows["b"] and BELOW_START not in rows["a"]
+    assert BELOW_START.capitalize() in md.read_text()
+    tex = next(tmp_path.glob("p-*.tex")).read_text()
+    assert tex.count(r"$^\dagger$") == 1 and "dagger" in tex.split("caption")[1]
