@@ -17,7 +17,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from dmlbench.metrics import catalogue
+from dmlbench.records import PRETRAINED
 from dmlbench.report.figures import save_png_svg
+from dmlbench.report.gate import BELOW_START, no_better_than_start
 from dmlbench.report.latex import pretty_metric
 from dmlbench.report.titles import wrap_title
 
@@ -50,8 +52,13 @@ def bar_data(table: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
-    """Horizontal bars, first row of ``data`` at the top, std as error bars."""
+    """Horizontal bars, first row of ``data`` at the top, std as error bars; where the board
+    has a pretrained row, a dashed line at its mean and the methods not beyond it labelled
+    ``BELOW_START``."""
     n = len(data)
+    higher = catalogue.higher_is_better(metric)
+    means = {str(m): {metric: float(v)} for m, v in data["mean"].items()}
+    starts = set(no_better_than_start(means, metric, higher))
     fig = Figure(figsize=(7.0, 1.2 + 0.38 * max(n, 1)), layout="constrained")
     ax = fig.add_subplot()
     ys = list(range(n))[::-1]
@@ -65,12 +72,17 @@ def draw_bars(data: pd.DataFrame, metric: str, title: str) -> Figure:
             linewidth=0.8,
             error_kw={"ecolor": "black", "capsize": 3, "elinewidth": 1.0},
         )
+        below = str(row.name) in starts
         ax.text(
             row["mean"] + row["std"],
             y,
-            f"  {row['mean']:.1f} (n={int(row['seeds'])})",
+            f"  {row['mean']:.1f} (n={int(row['seeds'])})" + (f", {BELOW_START}" if below else ""),
             va="center",
             fontsize=8,
+        )
+    if PRETRAINED in data.index:  # the starting point every method fine-tunes
+        ax.axvline(
+            float(data.loc[PRETRAINED, "mean"]), color="black", linestyle="--", linewidth=0.8
         )
     ax.set_yticks(ys, [str(m) for m in data.index])
     ax.set_ylabel("method")

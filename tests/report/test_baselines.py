@@ -98,3 +98,19 @@ def test_tables_and_plots_mark_methods_no_better_than_the_start(tmp_path: Path) 
     assert BELOW_START.capitalize() in md.read_text()
     tex = next(tmp_path.glob("p-*.tex")).read_text()
     assert tex.count(r"$^\dagger$") == 1 and "dagger" in tex.split("caption")[1]
+
+
+def test_bar_plot_draws_the_starting_point_and_labels_what_stays_below_it() -> None:
+    import pandas as pd
+
+    from dmlbench.report.bars import draw_bars
+
+    data = pd.DataFrame(
+        {"mean": [70.0, 45.0, 50.0, 20.0], "std": [1.0, 1.0, 0.0, 0.0], "seeds": [3] * 4},
+        index=["a", "b", "pretrained", "pixels"],
+    )
+    ax = draw_bars(data, "recall@1", "t").axes[0]
+    labels = {t.get_position()[1]: t.get_text() for t in ax.texts}
+    assert BELOW_START in labels[2] and BELOW_START not in labels[3]  # b (y=2), a (y=3)
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and dashed[0].get_xdata()[0] == 50.0
