@@ -3,8 +3,12 @@
 A figure has 14 joints (head, neck, shoulders, elbows, wrists, hips, knees, ankles) on a
 kinematic tree driven by 10 angles (torso lean, head tilt, upper arms, forearms, thighs, shins).
 ``train_poses + test_poses`` base poses are drawn at random; an image draws every angle from a
-Gaussian around its base pose (``angle_noise`` degrees), then jitters the figure's scale and
-position a little. Limbs are thick anti-aliased strokes (rendered at 4× and box-downsampled);
+Gaussian around its base pose (``angle_noise`` degrees), then jitters the figure's scale (by up
+to ``scale``, a fraction of its height) and position (by up to ``shift`` of the image size).
+With the small defaults the figures stay centred and nearest neighbours on the raw pixels
+already retrieve poses well; larger ones make position and size nuisances a network must
+learn to ignore, as a person's placement in an MPII photograph is. Limbs are thick
+anti-aliased strokes (rendered at 4× and box-downsampled);
 right limbs are bright, left limbs dimmer and the torso in between, so left and right can be
 told apart; the background is cluttered with random faint strokes and pixel noise.
 
@@ -100,6 +104,8 @@ class PosesParams(FrozenModel):
     images_per_pose: Int = Field(40, ge=2, le=10_000)
     angle_noise: Float = Field(12.0, ge=0.0, le=60.0, description="degrees, every angle")
     query_every: Int = Field(8, ge=2, le=10_000, description="every n-th test image is a query")
+    shift: Float = Field(0.05, ge=0.0, le=0.3, description="largest shift, fraction of the size")
+    scale: Float = Field(0.1, ge=0.0, le=0.5, description="largest relative change of height")
     seed: Int = Field(0, ge=0, le=MAX_SEED)
 
 
@@ -163,16 +169,20 @@ LIMBS = (  # (joint a, joint b, intensity)
 
 
 def render(
-    angles: np.ndarray, size: int, rng: np.random.Generator
+    angles: np.ndarray,
+    size: int,
+    rng: np.random.Generator,
+    shift: float = 0.05,
+    scale: float = 0.1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One image (size, size) uint8 and its joints (14, 2) in pixels."""
     from PIL import Image, ImageDraw
 
     canvas = size * SUPERSAMPLE
     body = skeleton(angles)
-    height = size * 0.6 * rng.uniform(0.9, 1.1)
+    height = size * 0.6 * rng.uniform(1.0 - scale, 1.0 + scale)
     lo, hi = body.min(axis=0), body.max(axis=0)
-    centre = size / 2 + rng.uniform(-0.05, 0.05, size=2) * size
+    centre = size / 2 + rng.uniform(-shift, shift, size=2) * size
     pixels = (body - (lo + hi) / 2) * height + centre
 
     img = Image.new("L", (canvas, canvas), 0)
@@ -213,7 +223,7 @@ def generate(params: PosesParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             [params.seed, int(b), i % params.images_per_pose, GENERATOR_VERSION]
         )
         angles = bases[b] + rng.normal(0.0, params.angle_noise, size=bases.shape[1])
-        images[i, 0], joints = render(angles, size, rng)
+        images[i, 0], joints = render(angles, size, rng, params.shift, params.scale)
         labels[i] = ((joints - joints[JOINTS.index("neck")]) / size).reshape(-1)
     return images, labels, pose_ids
 

@@ -145,3 +145,25 @@ def test_run_all_continuous_methods_end_to_end(
     header = next(line for line in capsys.readouterr().out.splitlines() if "ndcg@1" in line)
     for k in (1, 5, 10):
         assert f"ndcg@{k}" in header and f"mld@{k}" in header
+
+
+def test_shift_and_scale_spread_the_figures_and_keep_the_labels() -> None:
+    """Larger ``shift`` and ``scale`` move and resize the figures (the image's bright centre of
+    mass spreads several times wider) while the labels, joints relative to the neck in image
+    units, keep their base poses: the same angles drawn with the same random numbers."""
+    wide = SMALL.model_copy(update={"shift": 0.25, "scale": 0.4})
+    narrow_imgs, narrow_labels, _ = generate(SMALL)
+    wide_imgs, wide_labels, _ = generate(wide)
+
+    def centres(images: np.ndarray) -> np.ndarray:
+        w = images[:, 0].astype(np.float64) ** 2  # the strokes, not the faint clutter
+        grid = np.arange(images.shape[-1])
+        return (
+            np.stack([(w.sum(1) * grid).sum(1), (w.sum(2) * grid).sum(1)], 1)
+            / w.sum((1, 2))[:, None]
+        )
+
+    assert centres(wide_imgs).std(0).mean() > 2.5 * centres(narrow_imgs).std(0).mean()
+    ratio = np.linalg.norm(wide_labels, axis=1) / np.linalg.norm(narrow_labels, axis=1)
+    assert ratio.min() > 0.55 and ratio.max() < 1.5  # heights within the wider ±40%
+    assert not np.array_equal(wide_imgs, narrow_imgs)
