@@ -70,6 +70,21 @@ class Components:
     seed_class: float
     seed_class_method: float  # beyond the binomial query noise
     seeds: int
+    study: float = 0.0  # sd of a study's selection luck (one draw per method and study)
+    studies: int = 1  # search studies per method; seed s belongs to study s mod T
+
+    def with_studies(self, studies: int, ratio: float = 1.0) -> Components:
+        """The same board searched by ``studies`` studies per method, each shifting its
+        method's mean by a normal draw whose sd is ``ratio`` × the methods' own seed sd (root
+        mean square): selection luck as large as the seed noise."""
+        sd = ratio * math.sqrt(float(np.mean(self.seed_method**2)))
+        name = f"{self.name}, {studies} studies, study sd {100 * sd:.2f} points"
+        return replace(self, name=name, study=sd, studies=studies)
+
+    def study_labels(self) -> np.ndarray | None:
+        """Each seed's study (round robin by position, as ``dmlbench run`` shares them out),
+        or None with one study."""
+        return np.arange(self.seeds) % self.studies if self.studies > 1 else None
 
     def unequal(self, ratio: float) -> Components:
         """The same board with the methods' own seed sds spread geometrically over
@@ -146,6 +161,8 @@ def simulate(
         + rng.normal(0, comp.seed_class, (1, s, c))
         + rng.normal(0, comp.seed_class_method, (k, s, c))
     )
+    if comp.studies > 1:  # each method's studies: its own selection luck, seeds nested
+        p += rng.normal(0, comp.study, (k, comp.studies))[:, np.arange(s) % comp.studies, None]
     hits = rng.binomial(counts.astype(np.int64), p.clip(0.005, 0.995)).astype(np.float64)
     return hits, counts
 
@@ -154,35 +171,51 @@ Procedure = Callable[..., pd.DataFrame]
 
 
 def moments(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-            seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
-    """The package's procedure (:mod:`dmlbench.report.verdicts`)."""
-    mc = crossed_moments(methods, sums, counts)
+            seed: int, n_sim: int = N_SIM, studies: np.ndarray | None = None,
+            ) -> pd.DataFrame:  # fmt: skip
+    """The package's procedure (:mod:`dmlbench.report.verdicts`); seeds nested in
+    ``studies`` where the board has several."""
+    mc = crossed_moments(methods, sums, counts, studies)
     return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
 
 
+def no_study_level(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray,
+                   delta: float, seed: int, n_sim: int = N_SIM,
+                   studies: np.ndarray | None = None) -> pd.DataFrame:  # fmt: skip
+    """Broken: the study level ignored, the seeds of all studies treated as exchangeable
+    (each verdict conditions on its searches' luck)."""
+    return moments(methods, sums, counts, delta, seed, n_sim)
+
+
 def unpaired(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-             seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+             seed: int, n_sim: int = N_SIM, studies: np.ndarray | None = None,
+             ) -> pd.DataFrame:  # fmt: skip
     """Broken: the seeds treated as independent per method (their cross-products dropped)."""
-    mc = _unpaired(crossed_moments(methods, sums, counts))
+    mc = _unpaired(crossed_moments(methods, sums, counts, studies))
     return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
 
 
 def _unpaired(mc: MeanCovariance) -> MeanCovariance:
     """The seed matrix without its cross-products (seeds independent per method)."""
     seed = np.diag(np.diag(mc.seed))
-    return replace(mc, seed=seed, seed_sim=seed)
+    if mc.study is None:
+        return replace(mc, seed=seed, seed_sim=seed)
+    study = np.diag(np.diag(mc.study))
+    return replace(mc, seed=seed, seed_sim=seed, study=study, study_sim=study)
 
 
 def per_pair(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-             seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+             seed: int, n_sim: int = N_SIM, studies: np.ndarray | None = None,
+             ) -> pd.DataFrame:  # fmt: skip
     """Broken: each pair's own 95% interval (c = z_0.975), not simultaneous over the pairs."""
-    mc = crossed_moments(methods, sums, counts)
+    mc = crossed_moments(methods, sums, counts, studies)
     z = float(stats.norm.ppf(1 - ALPHA / 2))
     return compare_with_best(mc, delta, ALPHA, seed=seed, critical=z, n_sim=n_sim)
 
 
 def bootstrap(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-              seed: int, n_boot: int = N_BOOT) -> pd.DataFrame:  # fmt: skip
+              seed: int, n_boot: int = N_BOOT, studies: np.ndarray | None = None,
+              ) -> pd.DataFrame:  # fmt: skip
     """Broken: the crossed bootstrap the package used before (seeds and classes resampled,
     seed values spread by √(S/(S − 1))), with Hsu's interval from its standard errors and
     its max-deviation quantile; it counts the seed × class interaction three times."""
@@ -214,10 +247,11 @@ def bootstrap(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, de
 
 
 def point_estimate(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-                   seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
+                   seed: int, n_sim: int = N_SIM, studies: np.ndarray | None = None,
+                   ) -> pd.DataFrame:  # fmt: skip
     """Broken (for *equivalent* only): the package's *worse*, but *equivalent* wherever the
     point estimate of the difference to the best of the others lies inside ±δ."""
-    out = moments(methods, sums, counts, delta, seed, n_sim)
+    out = moments(methods, sums, counts, delta, seed, n_sim, studies)
     near = (out["difference"].abs() <= delta) & (out["verdict"] != WORSE)
     return out.assign(verdict=np.where(near, EQUIVALENT, out["verdict"]))
 
@@ -228,7 +262,10 @@ PROCEDURES: dict[str, Procedure] = {
     "moments, seeds unpaired": unpaired,
     "per-pair intervals": per_pair,
     "point estimate inside ±δ": point_estimate,
+    "moments, study level ignored": no_study_level,
 }
+#: The broken variant that only a board with several studies can show.
+STUDY_ONLY = ("moments, study level ignored",)
 
 
 @dataclass(frozen=True)
@@ -276,7 +313,8 @@ def rates(
         first_diff.append(float(np.mean((tie[0][0] - tie[0][1]).sum(axis=1)) / tie[1].sum()))
         for p in procedures:
             run = PROCEDURES[p]
-            extra = {"n_boot": n_boot} if run is bootstrap else {"n_sim": n_sim}
+            extra: dict[str, object] = {"n_boot": n_boot} if run is bootstrap else {"n_sim": n_sim}
+            extra["studies"] = comp.study_labels()
             out = run(methods, *tie, delta, b, **extra)
             count[p][0] += bool((out["verdict"] == WORSE).any())
             count[p][1] += float((out["verdict"] == EQUIVALENT).mean())
@@ -285,7 +323,7 @@ def rates(
             )
             near_out = run(methods, *near, delta, b, **extra)
             count[p][3] += bool((near_out["verdict"] == EQUIVALENT).any())
-            var_sum[p] += pair_se(p, methods, tie) ** 2
+            var_sum[p] += pair_se(p, methods, tie, comp.study_labels()) ** 2
     true_var = float(np.var(first_diff, ddof=1))
     out = {}
     for p in procedures:
@@ -295,7 +333,10 @@ def rates(
 
 
 def pair_se(
-    procedure: str, methods: tuple[str, ...], board: tuple[np.ndarray, np.ndarray]
+    procedure: str,
+    methods: tuple[str, ...],
+    board: tuple[np.ndarray, np.ndarray],
+    studies: np.ndarray | None = None,
 ) -> float:
     """The procedure's standard error of the difference of methods 0 and 1."""
     if procedure == "crossed bootstrap (before)":
@@ -309,7 +350,7 @@ def pair_se(
         )
         pick = rng.integers(0, s, size=(500, s))
         return float(np.take_along_axis(d.T, pick, axis=1).mean(axis=1).std(ddof=1))
-    mc = crossed_moments(methods, *board)
+    mc = crossed_moments(methods, *board, None if procedure in STUDY_ONLY else studies)
     if procedure == "moments, seeds unpaired":
         mc = _unpaired(mc)
     w = np.zeros((1, len(methods)))
