@@ -34,10 +34,10 @@ import numpy as np
 
 CROSSED, SEEDS_ONLY = "crossed", "seeds"
 #: The one-sided level of the upper confidence bound at which the study component is
-#: simulated (:func:`_study_sim`): 0.25, a 75% bound. Chosen by simulation (docs/reports.md):
-#: the estimate itself (a 50% bound) gave false *worse* 0.08–0.11, a 95% bound 0.005–0.025,
-#: a 75% bound 0.025–0.045 over study sds 0–2× the seed sd.
-STUDY_BOUND = 0.25
+#: simulated (:func:`_study_sim`): an 80% bound. Chosen by simulation (docs/reports.md): the
+#: estimate itself (about a 50% bound) gave false *worse* 0.08–0.11 at α = 0.05, a 95% bound
+#: 0.005–0.025, 75–85% bounds 0.02–0.06, over study sds 0–2× the seed sd.
+STUDY_BOUND = 0.2
 
 
 @dataclass(frozen=True)
@@ -190,8 +190,8 @@ def _shrunk_seed(rows: np.ndarray, seed: np.ndarray) -> np.ndarray:
 def _study_sim(mc: MeanCovariance, alpha: float = STUDY_BOUND) -> np.ndarray:
     """The study matrix the critical value simulates: what the seeds within studies imply
     (shrunk seed matrix + study × class − residual) plus the study component pooled over the
-    methods at a one-sided upper confidence bound (level 1 − ``alpha``), μ_α·P (P orthogonal to the ones
-    vector).
+    methods at a one-sided upper confidence bound (level 1 − ``alpha``), μ_α·P (P orthogonal
+    to the ones vector).
 
     Each method's search is its own, so the selection luck is independent across methods (a
     diagonal target), and T − 1 = 2 degrees of freedom per method cannot tell the methods'
@@ -199,9 +199,9 @@ def _study_sim(mc: MeanCovariance, alpha: float = STUDY_BOUND) -> np.ndarray:
     estimate: a board whose studies happened to agree has small standard errors *and*, from
     the estimate, a small c (the simulated law then leans on the seeds' many degrees of
     freedom), so the two errors compound (false *worse* 0.08–0.11 at α = 0.05 with the study
-    sd equal to the seed sd, docs/reports.md; :data:`STUDY_BOUND`). The pooled study mean square's contrast part is
-    a scaled χ² on (k − 1)(T − 1) degrees of freedom; its upper bound, less what the seeds
-    within studies imply, is μ_α (never below 0).
+    sd equal to the seed sd, docs/reports.md; :data:`STUDY_BOUND`). The pooled study mean
+    square's contrast part is a scaled χ² on (k − 1)(T − 1) degrees of freedom; its upper
+    bound, less what the seeds within studies imply, is μ_α (never below 0).
     """
     from scipy import stats
 
@@ -258,13 +258,14 @@ def crossed_moments(
         seed = c * (row @ row.T) / (s - 1) / n
         resid = (res @ res.T) / ((s - 1) * (c - 1)) / n
         df = (s - 1, c - 1, (s - 1) * (c - 1))
-        return MeanCovariance(methods, means, seed, cls, resid, df, CROSSED, _shrunk_seed(row, seed))
+        shrunk = _shrunk_seed(row, seed)
+        return MeanCovariance(methods, means, seed, cls, resid, df, CROSSED, shrunk)
     t = int(g.max()) + 1
     per = np.stack([y[:, g == i, :].mean(axis=1) for i in range(t)], axis=1)  # (k, T, C)
     margin = per.mean(axis=2) - means[:, None]  # (k, T) study margin
     within = row - margin[:, g]  # (k, S) seeds within their study
     inter = per - margin[:, :, None] - col[:, None, :] - means[:, None, None]  # (k, T, C)
-    res = (y - row[:, :, None] - col[:, None, :] - inter[:, g, :] - means[:, None, None])
+    res = y - row[:, :, None] - col[:, None, :] - inter[:, g, :] - means[:, None, None]
     res = res.reshape(k, s * c)
     spread = margin[:, g]  # each seed carries its study's margin: Σ_t S_t·m_t·m_tᵀ
     inter_s = inter[:, g, :].reshape(k, s * c)
