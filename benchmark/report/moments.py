@@ -277,10 +277,11 @@ def crossed_moments(
         methods, means, seed, cls, resid, (s - t, c - 1, (s - t) * (c - 1)), CROSSED,
         _shrunk_seed(within, seed), study, study_cls, (t - 1, (t - 1) * (c - 1)), None, t,
     )  # fmt: skip
-    return _with_study_sim(out)
+    return with_study_sim(out)
 
 
-def _with_study_sim(mc: MeanCovariance) -> MeanCovariance:
+def with_study_sim(mc: MeanCovariance) -> MeanCovariance:
+    """``mc`` with the study matrix its critical value simulates (:func:`_study_sim`)."""
     from dataclasses import replace
 
     return replace(mc, study_sim=_study_sim(mc))
@@ -313,4 +314,4 @@ def seed_moments(
         methods, means, seed, zero, zero, (s - t, 1, 1), SEEDS_ONLY,
         _shrunk_seed(within, seed), study, zero, (t - 1, 1), None, t,
     )  # fmt: skip
-    return _with_study_sim(out)
+    return with_study_sim(out)
