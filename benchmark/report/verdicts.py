@@ -61,8 +61,12 @@ values over S, paired across methods (a seed fixes every method's initialisation
 order alike), with S − 1 degrees of freedom; the class component is then not counted, and the
 board prints no *equivalent* (``equivalence=False``).
 
-A "study" level (several searches per tuned entry, seeds nested in studies: #48, item 3) is
-one more k × k cross-product matrix and its df in :class:`MeanCovariance` (docs/reports.md).
+Seeds nested in search studies (``search.studies``: several independent searches per tuned
+entry, each retrained on its share of the seeds) add the study and study × class matrices with
+T − 1 and (T − 1)(C − 1) df (:mod:`dmlbench.report.moments`, which holds every moment
+estimate): the study part enters each standard error, its Satterthwaite df and, as two more
+Wishart draws, the simulated critical value, the study component simulated at an upper
+confidence bound (docs/reports.md, "Where the search enters").
 
 Rank uncertainty comes from the same law: P(rank 1) and P(in the top 3) are the shares of
 normal draws of the means (around the observed ones) in which a method ranks first, top 3.

@@ -190,7 +190,8 @@ def test_the_command_writes_the_table(tmp_path: Path) -> None:
     out = tmp_path / "table.md"
     cal.main(["--boards", "3", "--root", str(ROOT), "--fit", "icons-mini", "--out", str(out)])
     text = out.read_text(encoding="utf-8")
-    assert text.count("| moments (this package) |") == 2  # icons-mini and its unequal twin
+    assert text.count("| moments (this package) |") == 3  # icons-mini, unequal, 3 studies
+    assert text.count("| moments, study level ignored |") == 1
     with pytest.raises(SystemExit) as err:
         cal.main(["--root", str(tmp_path / "none")])
     assert err.value.code == 2
