@@ -68,14 +68,21 @@ class Selection:
     metric: str
     study: str
     trials: int
+    study_index: int = 0  # which of the protocol's ``search.studies`` studies made it
+    studies: int = 1
 
     def as_record(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record's ``search``; the study index only where there are several studies
+        (a record without one is study 0 of 1, as every record before them)."""
+        out = asdict(self)
+        if self.studies == 1:
+            del out["study_index"], out["studies"]
+        return out
 
     @classmethod
     def from_record(cls, search: dict[str, Any]) -> Selection:
         """The selection a final record was made with (its ``search``), to run it again."""
-        return cls(**{f.name: search[f.name] for f in fields(cls)})
+        return cls(**{f.name: search.get(f.name, f.default) for f in fields(cls)})
 
 
 @dataclass

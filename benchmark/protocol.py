@@ -65,6 +65,7 @@ HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {
     ("optim", "steps_per_epoch"): None,
     ("model", "channels_last"): False,
     ("model", "compile"): False,
+    ("search", "studies"): 1,
     # a metric family added after the first hashes says so in its description
     **{("metrics", field): value for field, value in hash_omit_defaults().items()},
 }
@@ -98,6 +99,7 @@ MAX_EPOCHS = 100_000
 MAX_STEPS = 10**9  # batches per epoch, and --max-steps
 MAX_K = 1_000_000  # Recall@K, nDCG@K, label distance@K: far above any gallery used in DML
 MAX_FOLDS = 100
+MAX_STUDIES = 100
 MAX_TRIALS = 100_000
 MAX_VERSION = 1_000_000
 
@@ -218,9 +220,15 @@ class ValidationSpec(FrozenModel):
 
 
 class SearchSpec(FrozenModel):
-    """The tuning budget: ``trials`` Optuna trials per method; 0 means the paper's defaults."""
+    """The tuning budget: ``trials`` Optuna trials per method; 0 means the paper's defaults.
+
+    ``studies`` independent searches per method, each of ``trials`` trials with its own
+    sampler seeds, each selection retrained on its share of the seeds (round robin by
+    position): the verdicts then count the search's own luck (docs/reports.md).
+    """
 
     trials: Int = Field(20, ge=0, le=MAX_TRIALS)
+    studies: Int = Field(1, ge=1, le=MAX_STUDIES)
     sampler: Literal["tpe", "random"] = "tpe"
     pruner: Literal["none", "median", "hyperband"] = "median"
     validation: ValidationSpec = Field(default_factory=ValidationSpec)
@@ -261,6 +269,14 @@ class Protocol(FrozenModel):
     methods: list[str] = Field(default_factory=list, description="default methods of `run`")
     report: ReportSpec = Field(default_factory=ReportSpec, description="not hashed")
 
+    def study_of(self, seed: int) -> int:
+        """The search study whose selection ``seed``'s final run trains with: the seeds are
+        shared out by their position in ``seeds``, round robin (12 seeds, 3 studies: study 0
+        gets seeds 0, 3, 6, 9), so a run of any subset of the seeds pairs each with the same
+        study; a seed outside ``seeds`` by its value."""
+        position = self.seeds.index(seed) if seed in self.seeds else seed
+        return position % self.search.studies
+
     @field_validator("name")
     @classmethod
     def _name_is_a_slug(cls, name: str) -> str:
@@ -299,7 +315,10 @@ class Protocol(FrozenModel):
         if trials == self.search.trials:
             return self
         suffix = "defaults" if trials == 0 else f"trials={trials}"
-        return self.with_overrides({"search.trials": trials}, name=f"{self.name}@{suffix}")
+        changes: dict[str, Any] = {"search.trials": trials}
+        if trials == 0:  # no search, no studies: the defaults board's hash ignores them
+            changes["search.studies"] = 1
+        return self.with_overrides(changes, name=f"{self.name}@{suffix}")
 
     def with_overrides(self, overrides: dict[str, Any], name: str | None = None) -> Protocol:
         """A derived protocol with dotted keys replaced (``{"model.embedding_size": 32}``)."""
@@ -370,6 +389,12 @@ def validate_protocol(raw: dict[str, Any], source: str) -> Protocol:
         protocol = Protocol.model_validate(raw)
     except ValidationError as err:
         raise ProtocolError(f"{source}: {format_validation_error(err, Protocol)}") from None
+    studies = protocol.search.studies
+    if protocol.search.trials > 0 and studies > len(protocol.seeds):
+        raise ProtocolError(
+            f"{source}: search.studies: {studies} studies need at least {studies} seeds to "
+            f"share out; seeds has {len(protocol.seeds)} ({', '.join(map(str, protocol.seeds))})"
+        )
     _check_components(protocol, source)
     return protocol
 

@@ -309,9 +309,23 @@ class Record(StrictModel):
     def leaderboard_eligible(self) -> bool:
         return not self.overrides and self.stage != "external"
 
+    @property
+    def study_index(self) -> int:
+        """Which search study the record belongs to (its ``search``'s ``study_index``; absent:
+        study 0, as in every record made before protocols had several)."""
+        return int(self.search.get("study_index", 0))
+
     def filename(self) -> str:
-        run = f"trial{self.trial:04d}" if self.trial is not None else f"seed{self.seed}"
+        run = (
+            trial_run(self.trial, self.study_index) if self.trial is not None
+            else f"seed{self.seed}"
+        )  # fmt: skip
         return f"{self.method}-{run}-{self.stage}.json"
+
+
+def trial_run(trial: int, study: int = 0) -> str:
+    """A search trial's part of a record's name: ``trial0003``, ``study1-trial0003``."""
+    return f"study{study}-trial{trial:04d}" if study else f"trial{trial:04d}"
 
 
 def record_path(
@@ -323,15 +337,17 @@ def record_path(
     stage: str = "final",
     overrides: dict[str, Any] | None = None,
     trial: int | None = None,
+    study: int = 0,
 ) -> Path:
     """Where a record lives. Runs with overrides (``--max-steps``...) get their own file, so a
-    smoke test can never overwrite, or be mistaken for, a real run."""
+    smoke test can never overwrite, or be mistaken for, a real run. A search trial of study
+    i > 0 (``search.studies``) is ``<method>-study<i>-trial<NNNN>``."""
     tag = ""
     if overrides:
         digest = hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()
         tag = f"-override-{digest[:8]}"
     folder = results_dir / protocol_name / protocol_hash[:12]
-    run = f"trial{trial:04d}" if trial is not None else f"seed{seed}"
+    run = trial_run(trial, study) if trial is not None else f"seed{seed}"
     path = folder / f"{method}-{run}-{stage}{tag}.json"
     # Names are validated as slugs; this is the last line of defence for any other caller: a
     # protocol or method name must never place a file outside the results folder.

@@ -3,8 +3,12 @@
 When the protocol has a tuning budget (``search.trials > 0``), each method is first tuned by
 :func:`dmlbench.search.tune` on validation classes carved out of the training classes; the
 selected hyper-parameters and epoch count are then retrained on all training classes for every
-seed. A method given fixed hyper-parameters (``--hparam``) is not tuned and its records are
-marked as overridden, so they never share a table with tuned ones.
+seed. With ``search.studies: T`` each method is searched T times independently (same budget,
+its own sampler seeds) and the seeds are shared out to the studies by position, round robin
+(:meth:`~dmlbench.protocol.Protocol.study_of`): each seed's final run trains with its own
+study's selection, and only the studies the run's seeds need are searched. A method given
+fixed hyper-parameters (``--hparam``) is not tuned and its records are marked as overridden,
+so they never share a table with tuned ones.
 
 Every seed also gets an ``untrained`` row: the randomly initialised network, evaluated the same
 way. It is the floor every trained method must clear, and a bug detector (a method that does
@@ -80,33 +84,32 @@ def _run_protocol(
     overrides = dict(run_options.overrides)
     if run_options.max_steps is not None:
         overrides["max_steps"] = run_options.max_steps
-    selections: dict[str, Selection | None] = {}
-    for name in methods:  # tune first: every seed's final run uses the same selection
-        selections[name] = run_options.selections.get(name)
-        if (
-            selections[name] is None
-            and protocol.search.trials > 0
-            and name not in run_options.hparams
-        ):
+    studies = sorted({protocol.study_of(seed) for seed in seeds})
+    selections: dict[str, dict[int, Selection]] = {}
+    for name in methods:  # tune first: every seed of a study uses its study's selection
+        given = run_options.selections.get(name)  # dmlbench check: the record's own
+        selections[name] = dict.fromkeys(studies, given) if given is not None else {}
+        if given is None and protocol.search.trials > 0 and name not in run_options.hparams:
             if unwritable:
                 raise DmlbenchError(f"{unwritable}; the search of {name} keeps its study there")
             tuning = replace(run_options, overrides=overrides)  # a smoke run gets its own study
-            selections[name] = _tune(protocol, name, data, tuning)
+            for index in studies:  # an interrupted run resumes the unfinished study
+                selections[name][index] = _tune(protocol, name, data, tuning, index)
     rows = [*baselines_for(protocol), *methods]
     tally = RunTally(rows, seeds)
     records, skipped = [], []
     for seed in seeds:
         for name in rows:
-            record = _final_run(protocol, name, seed, data, run_options, overrides, selections)
+            chosen = selections.get(name, {}).get(protocol.study_of(seed))
+            record = _final_run(protocol, name, seed, data, run_options, overrides, chosen)
             tally.finished(record)
             if record is None:
                 skipped.append((seed, name))
             else:
                 records.append(record)
     for seed, name in skipped:  # the table at the end holds them too: wait for the other process
-        record = _final_run(
-            protocol, name, seed, data, run_options, overrides, selections, wait=True
-        )
+        chosen = selections.get(name, {}).get(protocol.study_of(seed))
+        record = _final_run(protocol, name, seed, data, run_options, overrides, chosen, wait=True)
         tally.finished(record)
         if record is not None:
             records.append(record)
@@ -129,14 +132,19 @@ def _check_methods(protocol: Protocol, methods: list[str], run_options: RunOptio
         )
 
 
-def _tune(protocol: Protocol, name: str, data: DataSplits, run_options: RunOptions) -> Selection:
-    """The method's equal-budget search, after one batch has shown the setup fits in memory."""
+def _tune(
+    protocol: Protocol, name: str, data: DataSplits, run_options: RunOptions, index: int = 0
+) -> Selection:
+    """The method's equal-budget search (study ``index``), after one batch has shown the setup
+    fits in memory."""
     from dmlbench.engine.preflight import check_one_batch
     from dmlbench.search import tune
 
     check_one_batch(protocol, name, data.train, resolve_device(run_options.device))
-    progress_line(f"searching {name}: {protocol.search.trials} trials")
-    return tune(protocol, name, data.train, data.fingerprint, run_options)
+    studies = protocol.search.studies
+    which = f" (study {index} of {studies})" if studies > 1 else ""
+    progress_line(f"searching {name}: {protocol.search.trials} trials{which}")
+    return tune(protocol, name, data.train, data.fingerprint, run_options, index)
 
 
 def _final_run(
@@ -146,10 +154,11 @@ def _final_run(
     data: DataSplits,
     run_options: RunOptions,
     overrides: dict[str, Any],
-    selections: dict[str, Selection | None],
+    selection: Selection | None,
     wait: bool = False,
 ) -> Record | None:
-    """The final record of (``name``, ``seed``): reused from disk, or trained and written.
+    """The final record of (``name``, ``seed``) trained with ``selection`` (its study's; None:
+    defaults or hand-set values): reused from disk, or trained and written.
 
     ``None`` when another process is computing it (unless ``wait``: then this blocks until that
     process is done, and reuses its record — or computes it, if that process died first).
@@ -157,7 +166,6 @@ def _final_run(
     run_overrides = dict(overrides)
     if name in run_options.hparams:  # hand-set values: never next to tuned ones
         run_overrides["hparams"] = run_options.hparams[name]
-    selection = selections.get(name)
     path = record_path(
         run_options.results_dir, protocol.name, protocol.hash, name, seed, "final", run_overrides
     )

@@ -20,6 +20,10 @@ EPILOG = """examples:
   dmlbench search --protocol glyphs-mini --method contrastive --trials 8 --workers 2
   dmlbench search --protocol glyphs-mini --method contrastive --storage postgresql://u@db/optuna
   dmlbench search --protocol glyphs-mini --method contrastive,multi-similarity --status
+  dmlbench search --protocol glyphs-mini --method contrastive --study 1
+
+A protocol with search.studies: T has T independent studies per method (the same budget,
+their own sampler seeds); this command runs them all, one after the other, or only --study K.
 """
 
 
@@ -34,6 +38,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if protocol.search.trials == 0:
         raise DmlbenchError(f"protocol {protocol.name} has no tuning budget (search.trials: 0)")
     methods = resolve_methods(protocol, args.method)
+    indices = _studies(protocol, args.study)
     overrides: dict[str, Any] = {} if args.max_steps is None else {"max_steps": args.max_steps}
     run = RunOptions(
         results_dir=Path(args.results_dir),
@@ -46,21 +51,36 @@ def cmd_search(args: argparse.Namespace) -> int:
         search=search_options(args),
     )
     if args.status:
-        return _status(protocol, methods, run)
+        return _status(protocol, methods, run, indices)
     from dmlbench.data import load_data
     from dmlbench.search import tune
 
     data = load_data(protocol, run.data_root)
     for name in methods:
-        sel = tune(protocol, name, data.train, data.fingerprint, run)
-        print(
-            f"{name}: best trial {sel.trial} of {sel.trials}, {sel.metric} {sel.value:.4f}, "
-            f"epochs {sel.epochs}, {sel.hparams}"
-        )
+        for index in indices:
+            sel = tune(protocol, name, data.train, data.fingerprint, run, index)
+            which = f" (study {index})" if protocol.search.studies > 1 else ""
+            print(
+                f"{name}{which}: best trial {sel.trial} of {sel.trials}, {sel.metric} "
+                f"{sel.value:.4f}, epochs {sel.epochs}, {sel.hparams}"
+            )
     return 0
 
 
-def _status(protocol: Protocol, methods: list[str], run: Any) -> int:
+def _studies(protocol: Protocol, study: int | None) -> list[int]:
+    """The study indices to run or show: ``--study K``, else all ``search.studies``."""
+    total = protocol.search.studies
+    if study is None:
+        return list(range(total))
+    if not 0 <= study < total:
+        raise DmlbenchError(
+            f"--study {study}: protocol {protocol.name} has search.studies: {total} "
+            f"(studies 0 to {total - 1})"
+        )
+    return [study]
+
+
+def _status(protocol: Protocol, methods: list[str], run: Any, indices: list[int]) -> int:
     import optuna
 
     from dmlbench.search.storage import open_storage, quiet_optuna, storage_url
@@ -75,10 +95,11 @@ def _status(protocol: Protocol, methods: list[str], run: Any) -> int:
     storage = open_storage(url, run.search)
     known = {s.study_name for s in optuna.get_all_study_summaries(storage)}
     print(f"protocol {protocol.name} ({protocol.short_hash}), budget {protocol.search.trials}")
-    for name in methods:
-        study = study_name(protocol, name, run.overrides)
+    for name, index in ((m, i) for m in methods for i in indices):
+        study = study_name(protocol, name, run.overrides, index)
+        label = f"{name} (study {index})" if protocol.search.studies > 1 else name
         if study not in known:
-            print(f"{name:22} not started")
+            print(f"{label:22} not started")
             continue
         s = optuna.load_study(study_name=study, storage=storage)
         states: dict[str, int] = {}
@@ -89,7 +110,7 @@ def _status(protocol: Protocol, methods: list[str], run: Any) -> int:
         best = max(done, key=lambda t: t.value or 0.0) if done else None
         tail = f"best {best.value:.4f} (trial {best.number})" if best else "no complete trial"
         detail = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
-        print(f"{name:22} {counts.finished}/{protocol.search.trials} finished ({detail}); {tail}")
+        print(f"{label:22} {counts.finished}/{protocol.search.trials} finished ({detail}); {tail}")
     return 0
 
 
@@ -137,6 +158,14 @@ def add_parser(subparsers: Any) -> None:
         "--status",
         action="store_true",
         help="print each study's state and exit (0, also with no study yet; creates no file)",
+    )
+    p.add_argument(
+        "--study",
+        type=int,
+        default=None,
+        metavar="K",
+        help="only study K (0 to T - 1) of a protocol with search.studies: T; default: all T, "
+        "one after the other (each its own sampler seeds and the full search.trials budget)",
     )
     add_budget_options(p, defaults=False)  # search trials only: a zero budget has none
     p.set_defaults(func=cmd_search)

@@ -28,7 +28,7 @@ from dmlbench.protocol import DEFAULT_EQUIVALENCE_MARGIN
 from dmlbench.records import Record, atomic_write_text, is_baseline
 from dmlbench.report.external import by_hash, external_markdown, split_external
 from dmlbench.report.gate import BELOW_START, no_better_than_start, verdict_text
-from dmlbench.report.query_tests import query_sums
+from dmlbench.report.query_tests import query_sums, seed_studies
 from dmlbench.report.ranking import primary_metric
 from dmlbench.report.significance import tau_summary
 from dmlbench.report.tables import (
@@ -72,6 +72,7 @@ class BoardAnalysis:
     resampled: str = CROSSED  # what the bootstrap resampled: CROSSED or SEEDS_ONLY
     shared_seeds: tuple[int, ...] = ()  # the seeds every trained method has, used paired
     stability: str | None = None  # the Kendall τ line
+    studies: int = 1  # search studies the seeds are nested in (moments.crossed_moments)
     below_start: tuple[str, ...] = ()  # trained methods not above the pretrained row's mean
 
     @property
@@ -139,6 +140,12 @@ class BoardAnalysis:
                 f"uncertainty over the {seeds} shared by every method only: these records "
                 "carry no per-query values, so the test-query component is not counted, the "
                 "intervals are narrower than the truth, and no method is called equivalent"
+            )
+        if self.studies > 1:
+            how += (
+                f"; the seeds nested in each tuned method's {self.studies} independent "
+                "search studies, whose between-study mean square "
+                f"({self.studies - 1} degrees of freedom) counts the search's own luck"
             )
         few = (
             f"; with {len(self.shared_seeds)} seeds the seed variance rests on "
@@ -234,8 +241,9 @@ def analyse_board(
     verdicts = verdicts.assign(below_start=[m in below for m in verdicts.index])
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return BoardAnalysis(
-        metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability, below
-    )
+        metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability,
+        moments.studies, below,
+    )  # fmt: skip
 
 
 def board_moments(
@@ -248,15 +256,17 @@ def board_moments(
     """The means the verdicts compare and their estimated covariance, and what it counts:
     seeds and test classes crossed where every record carries its per-query values of
     ``metric`` (Recall@1 hits, or nDCG / label distances per query) on the same queries, in
-    two classes or more, else seeds only (None with fewer than 2 seeds)."""
+    two classes or more, else seeds only (None with fewer than 2 seeds); in both, seeds
+    nested in search studies where the finals name several (`seed_studies`)."""
     if len(seeds) < 2:
         return None
     sums = query_sums(records, metric, methods, seeds)
+    studies = seed_studies(records, seeds)  # seeds nested in search studies, if several
     if sums is not None and sums[1].size >= 2:
-        return crossed_moments(methods, *sums), CROSSED
+        return crossed_moments(methods, *sums, studies), CROSSED
     wide = scores.pivot(index="method", columns="seed", values=metric)
     values = wide.loc[list(methods), list(seeds)].to_numpy(dtype=np.float64)
-    return seed_moments(methods, values), SEEDS_ONLY
+    return seed_moments(methods, values, studies), SEEDS_ONLY
 
 
 def verdict_cells(board: BoardAnalysis, index: Sequence[str]) -> pd.DataFrame:

@@ -17,10 +17,17 @@ noise, the largest part of the seed × class interaction). The components are mo
 estimates (McCullagh 2000; Owen 2007) from the ten leading methods' cross-products: the
 shared parts from pairs of methods, the own parts from each method less the shared.
 
-Procedures compared (:data:`PROCEDURES`): the package's (moments), the crossed bootstrap it
-replaces (which counts the seed × class noise three times), the same moments with seeds
-unpaired across methods, and per-pair intervals (not simultaneous). The last three are kept
-here, and only here, as the broken variants the tests must catch.
+With ``studies`` > 1 (:meth:`Components.with_studies`) each method is searched by several
+studies, each shifting the method's p by its own normal draw α_it (the selection luck), and
+seed s belongs to study s mod T, as ``dmlbench run`` shares the seeds out.
+
+Procedures compared (:data:`PROCEDURES`): the package's (moments; nested in the studies where
+there are several), the crossed bootstrap it replaces (which counts the seed × class noise
+three times), the same moments with seeds unpaired across methods, per-pair intervals (not
+simultaneous), a point-estimate rule for *equivalent* and, on boards of several studies, the
+moments with the study level ignored (the 12 seeds treated as exchangeable). All but the
+first live in :mod:`dmlbench.report.procedures`, and only there, as the broken variants the
+tests must catch.
 
 Run ``python -m dmlbench.report.calibration --boards 500`` for the table in docs/reports.md.
 """
@@ -29,31 +36,39 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-from scipy import stats
 
 from dmlbench.records import Record, is_baseline, load_records
+from dmlbench.report.procedures import (
+    ALPHA,
+    DELTA,
+    N_BOOT,
+    PROCEDURES,
+    STUDY_ONLY,
+    Procedure,
+    bootstrap,
+    moments,
+    no_study_level,
+    pair_se,
+    per_pair,
+    point_estimate,
+    unpaired,
+)
 from dmlbench.report.query_tests import class_sums
 from dmlbench.report.tables import row_labels
-from dmlbench.report.verdicts import (
-    EQUIVALENT,
-    N_SIM,
-    WORSE,
-    MeanCovariance,
-    compare_with_best,
-    crossed_moments,
-)
+from dmlbench.report.verdicts import EQUIVALENT, N_SIM, WORSE, crossed_moments
+
+__all__ = [  # the procedures, re-exported for the tests and the command
+    "ALPHA", "DELTA", "N_BOOT", "PROCEDURES", "STUDY_ONLY", "Procedure", "bootstrap",
+    "moments", "no_study_level", "pair_se", "per_pair", "point_estimate", "unpaired",
+]  # fmt: skip
 
 ROOT = Path("results/leaderboard")
 FITTED = ("glyphs-mini", "emoji-mini", "icons-mini")
-DELTA = 0.03  # the shipped protocols' equivalence margin: 3 Recall@1 points
-ALPHA = 0.05
-N_BOOT = 2000  # the replaced bootstrap's replicates
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,21 @@ class Components:
     seed_class: float
     seed_class_method: float  # beyond the binomial query noise
     seeds: int
+    study: float = 0.0  # sd of a study's selection luck (one draw per method and study)
+    studies: int = 1  # search studies per method; seed s belongs to study s mod T
+
+    def with_studies(self, studies: int, ratio: float = 1.0) -> Components:
+        """The same board searched by ``studies`` studies per method, each shifting its
+        method's mean by a normal draw whose sd is ``ratio`` × the methods' own seed sd (root
+        mean square): selection luck as large as the seed noise."""
+        sd = ratio * math.sqrt(float(np.mean(self.seed_method**2)))
+        name = f"{self.name}, {studies} studies, study sd {100 * sd:.2f} points"
+        return replace(self, name=name, study=sd, studies=studies)
+
+    def study_labels(self) -> np.ndarray | None:
+        """Each seed's study (round robin by position, as ``dmlbench run`` shares them out),
+        or None with one study."""
+        return np.arange(self.seeds) % self.studies if self.studies > 1 else None
 
     def unequal(self, ratio: float) -> Components:
         """The same board with the methods' own seed sds spread geometrically over
@@ -146,89 +176,10 @@ def simulate(
         + rng.normal(0, comp.seed_class, (1, s, c))
         + rng.normal(0, comp.seed_class_method, (k, s, c))
     )
+    if comp.studies > 1:  # each method's studies: its own selection luck, seeds nested
+        p += rng.normal(0, comp.study, (k, comp.studies))[:, np.arange(s) % comp.studies, None]
     hits = rng.binomial(counts.astype(np.int64), p.clip(0.005, 0.995)).astype(np.float64)
     return hits, counts
-
-
-Procedure = Callable[..., pd.DataFrame]
-
-
-def moments(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-            seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
-    """The package's procedure (:mod:`dmlbench.report.verdicts`)."""
-    mc = crossed_moments(methods, sums, counts)
-    return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
-
-
-def unpaired(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-             seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
-    """Broken: the seeds treated as independent per method (their cross-products dropped)."""
-    mc = _unpaired(crossed_moments(methods, sums, counts))
-    return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
-
-
-def _unpaired(mc: MeanCovariance) -> MeanCovariance:
-    """The seed matrix without its cross-products (seeds independent per method)."""
-    seed = np.diag(np.diag(mc.seed))
-    return replace(mc, seed=seed, seed_sim=seed)
-
-
-def per_pair(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-             seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
-    """Broken: each pair's own 95% interval (c = z_0.975), not simultaneous over the pairs."""
-    mc = crossed_moments(methods, sums, counts)
-    z = float(stats.norm.ppf(1 - ALPHA / 2))
-    return compare_with_best(mc, delta, ALPHA, seed=seed, critical=z, n_sim=n_sim)
-
-
-def bootstrap(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-              seed: int, n_boot: int = N_BOOT) -> pd.DataFrame:  # fmt: skip
-    """Broken: the crossed bootstrap the package used before (seeds and classes resampled,
-    seed values spread by √(S/(S − 1))), with Hsu's interval from its standard errors and
-    its max-deviation quantile; it counts the seed × class interaction three times."""
-    k, s, c = sums.shape
-    rng = np.random.default_rng(seed)
-    means = (sums.sum(axis=2) / counts.sum()).mean(axis=1)
-    weights = rng.multinomial(c, np.full(c, 1.0 / c), size=n_boot).astype(np.float64)
-    per_seed = (weights @ sums.reshape(k * s, c).T).reshape(n_boot, k, s)
-    per_seed /= (weights @ counts)[:, None, None]
-    centre = per_seed.mean(axis=2, keepdims=True)
-    per_seed = centre + math.sqrt(s / (s - 1)) * (per_seed - centre)
-    pick = rng.integers(0, s, size=(n_boot, s))
-    boot = np.take_along_axis(per_seed, pick[:, None, :], axis=2).mean(axis=2)
-    diff = means[:, None] - means[None, :]
-    boot_diff = boot[:, :, None] - boot[:, None, :]
-    se = boot_diff.std(axis=0, ddof=1)
-    se = np.where(se > 0, se, np.inf)
-    dev = (diff[None] - boot_diff) / se[None]
-    dev[:, np.arange(k), np.arange(k)] = -np.inf
-    crit = float(np.quantile(dev.reshape(n_boot, -1).max(axis=1), 1 - ALPHA))
-    rows = []
-    for i in range(k):
-        others = [j for j in range(k) if j != i]
-        lower = float((diff[i, others] - crit * se[i, others]).min())
-        upper = float((diff[i, others] + crit * se[i, others]).min())
-        verdict = WORSE if upper < 0 else EQUIVALENT if -delta <= lower and upper <= delta else ""
-        rows.append({"method": methods[i], "lower": lower, "upper": upper, "verdict": verdict})
-    return pd.DataFrame(rows).set_index("method")
-
-
-def point_estimate(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
-                   seed: int, n_sim: int = N_SIM) -> pd.DataFrame:  # fmt: skip
-    """Broken (for *equivalent* only): the package's *worse*, but *equivalent* wherever the
-    point estimate of the difference to the best of the others lies inside ±δ."""
-    out = moments(methods, sums, counts, delta, seed, n_sim)
-    near = (out["difference"].abs() <= delta) & (out["verdict"] != WORSE)
-    return out.assign(verdict=np.where(near, EQUIVALENT, out["verdict"]))
-
-
-PROCEDURES: dict[str, Procedure] = {
-    "moments (this package)": moments,
-    "crossed bootstrap (before)": bootstrap,
-    "moments, seeds unpaired": unpaired,
-    "per-pair intervals": per_pair,
-    "point estimate inside ±δ": point_estimate,
-}
 
 
 @dataclass(frozen=True)
@@ -276,7 +227,8 @@ def rates(
         first_diff.append(float(np.mean((tie[0][0] - tie[0][1]).sum(axis=1)) / tie[1].sum()))
         for p in procedures:
             run = PROCEDURES[p]
-            extra = {"n_boot": n_boot} if run is bootstrap else {"n_sim": n_sim}
+            extra: dict[str, object] = {"n_boot": n_boot} if run is bootstrap else {"n_sim": n_sim}
+            extra["studies"] = comp.study_labels()
             out = run(methods, *tie, delta, b, **extra)
             count[p][0] += bool((out["verdict"] == WORSE).any())
             count[p][1] += float((out["verdict"] == EQUIVALENT).mean())
@@ -285,36 +237,13 @@ def rates(
             )
             near_out = run(methods, *near, delta, b, **extra)
             count[p][3] += bool((near_out["verdict"] == EQUIVALENT).any())
-            var_sum[p] += pair_se(p, methods, tie) ** 2
+            var_sum[p] += pair_se(p, methods, tie, comp.study_labels()) ** 2
     true_var = float(np.var(first_diff, ddof=1))
     out = {}
     for p in procedures:
         fw, eq, power, false_eq = (float(v) / boards for v in count[p])
         out[p] = Rates(fw, eq, power, false_eq, var_sum[p] / boards / true_var, boards)
     return out
-
-
-def pair_se(
-    procedure: str, methods: tuple[str, ...], board: tuple[np.ndarray, np.ndarray]
-) -> float:
-    """The procedure's standard error of the difference of methods 0 and 1."""
-    if procedure == "crossed bootstrap (before)":
-        sums, counts = board
-        _k, s, c = sums.shape
-        rng = np.random.default_rng(0)
-        w = rng.multinomial(c, np.full(c, 1.0 / c), size=500).astype(np.float64)
-        d = (sums[0] - sums[1]) @ w.T / (w @ counts)  # (S, B)
-        d = d.mean(axis=1, keepdims=True) + math.sqrt(s / (s - 1)) * (
-            d - d.mean(axis=1, keepdims=True)
-        )
-        pick = rng.integers(0, s, size=(500, s))
-        return float(np.take_along_axis(d.T, pick, axis=1).mean(axis=1).std(ddof=1))
-    mc = crossed_moments(methods, *board)
-    if procedure == "moments, seeds unpaired":
-        mc = _unpaired(mc)
-    w = np.zeros((1, len(methods)))
-    w[0, :2] = [1.0, -1.0]
-    return float(np.sqrt(mc.contrasts(w)[0]))
 
 
 def table(result: dict[str, Rates]) -> str:
@@ -353,13 +282,20 @@ def describe(comp: Components) -> str:
 
 
 def generators(root: Path, boards: Sequence[str]) -> list[Components]:
-    """One generator fitted to each board in ``boards`` (folders under ``root``), and the
-    first one again with its methods' own seed sds 16× apart (strongly unequal)."""
+    """One generator fitted to each board in ``boards`` (folders under ``root``), the first
+    one again with its methods' own seed sds 16× apart (strongly unequal), and the first one
+    searched by 3 studies per method whose selection luck has the own seed sd (the seeds
+    nested in studies)."""
     comps = []
     for name in boards:
         records, _ = load_records(root / name)
         comps.append(fit_components(records, name))
-    return [*comps, comps[0].unequal(16.0)]
+    return [*comps, comps[0].unequal(16.0), comps[0].with_studies(3)]
+
+
+def procedures_for(comp: Components) -> list[str]:
+    """Every procedure, less those only a board of several studies tells apart."""
+    return [p for p in PROCEDURES if comp.studies > 1 or p not in STUDY_ONLY]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -377,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "intervals."
     ]
     for comp in generators(args.root, args.fit):
-        result = rates(list(PROCEDURES), comp, args.boards)
+        result = rates(procedures_for(comp), comp, args.boards)
         parts += [f"**{describe(comp)}.**", table(result)]
         print(parts[-2], parts[-1], sep="\n\n", flush=True)
     if args.out is not None:

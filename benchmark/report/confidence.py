@@ -12,7 +12,11 @@ report bolds, ranks and tests on):
   interval over single queries computed at evaluation (:mod:`dmlbench.metrics.stats`),
   averaged over the seeds' runs;
 - what the search selected: the trial, its validation score and the epochs trained, so a
-  reader sees which hyper-parameters produced the row (``defaults`` when there was no search).
+  reader sees which hyper-parameters produced the row (``defaults`` when there was no search);
+- where a tuned entry was searched by several independent studies (``search.studies``): its
+  number of studies and the standard deviation between studies (the search's own luck: a
+  one-way moment estimate over the study means, truncated at 0) beside the seed standard
+  deviation within studies. Boards of one study keep the columns they always had.
 
 :func:`confidence_frame` holds the numbers (for the CSV, in the records' units);
 :func:`confidence_table` turns them into display strings in % (for Markdown and HTML).
@@ -43,6 +47,7 @@ COLUMNS = [
     "hyper-parameters",
 ]
 STATS = ("mean", "std", "lo", "hi", "query_lo", "query_hi")
+NESTED = ["studies", "sd between studies / seeds"]  # only where an entry has several studies
 
 
 def headline_metric(records: list[Record]) -> str | None:
@@ -78,9 +83,35 @@ def confidence_frame(records: Iterable[Record]) -> pd.DataFrame:
             "selected": _selected(runs),
             "hyper-parameters": _hparams(runs),
         }
+        between, within = study_sds(values, [r.study_index for r in runs])
+        rows[method] |= {"n_studies": len({r.study_index for r in runs}),
+                         f"{metric}_study_sd": between, f"{metric}_seed_sd": within}  # fmt: skip
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.index.name = "method"
+    if out.empty or int(out["n_studies"].max()) < 2:  # one study: the columns of before
+        out = out.drop(columns=["n_studies", f"{metric}_study_sd", f"{metric}_seed_sd"])
     return out
+
+
+def study_sds(values: np.ndarray, studies: list[int]) -> tuple[float, float]:
+    """(between-study sd, seed sd within studies) of one method's per-seed values: the
+    one-way random-effects moment estimates, σ̂²_between = (MS_between − MS_within)/n₀
+    truncated at 0 (n₀ the unbalanced layout's effective seeds per study), σ̂²_within =
+    MS_within; NaN where a study or a within-study spread is missing."""
+    groups = np.asarray(studies)
+    labels = np.unique(groups)
+    n, t = len(values), len(labels)
+    if t < 2 or n <= t:
+        return math.nan, math.nan
+    sizes = np.array([np.sum(groups == g) for g in labels], dtype=np.float64)
+    means = np.array([values[groups == g].mean() for g in labels])
+    grand = float(values.mean())
+    ms_between = float(np.sum(sizes * (means - grand) ** 2)) / (t - 1)
+    ms_within = float(
+        sum(np.sum((values[groups == g] - m) ** 2) for g, m in zip(labels, means, strict=True))
+    ) / (n - t)
+    n0 = (n - float(np.sum(sizes**2)) / n) / (t - 1)
+    return math.sqrt(max(ms_between - ms_within, 0.0) / n0), math.sqrt(ms_within)
 
 
 def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
@@ -89,6 +120,7 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
     rows = {}
+    nested = "n_studies" in frame.columns
     for method, row in frame.iterrows():
         metric = str(row["metric"])
         mean, std, lo, hi, qlo, qhi = (100 * float(row[f"{metric}_{k}"]) for k in STATS)
@@ -102,7 +134,16 @@ def confidence_table(records: Iterable[Record]) -> pd.DataFrame:
             "selected": row["selected"] or "—",
             "hyper-parameters": row["hyper-parameters"] or "—",
         }
-    out = pd.DataFrame.from_dict(rows, orient="index", columns=COLUMNS)
+        if nested:
+            between, within = (100 * float(row[f"{metric}_{k}"]) for k in ("study_sd", "seed_sd"))
+            rows[method] |= {
+                "studies": Shown(str(int(row["n_studies"])), row["n_studies"]),
+                "sd between studies / seeds": "n/a"
+                if math.isnan(between)
+                else Shown(f"{between:.1f} / {within:.1f}", between / 100),
+            }
+    columns = [*COLUMNS[:3], *NESTED, *COLUMNS[3:]] if nested else COLUMNS
+    out = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
     out.index.name = "method"
     return out
 
@@ -124,11 +165,26 @@ def _interval(lo: float, hi: float) -> str:
     return Shown(f"[{lo:.1f}, {hi:.1f}]", lo / 100)
 
 
+def _per_study(runs: list[Record]) -> list[Record]:
+    """One run of each search study, in study order."""
+    first: dict[int, Record] = {}
+    for r in runs:
+        first.setdefault(r.study_index, r)
+    return [first[i] for i in sorted(first)]
+
+
 def _hparams(runs: list[Record]) -> str:
     if not runs or is_baseline(runs[0].method):
         return ""
-    items = runs[0].hparams.items()
-    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in items)
+    shown = [
+        ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.hparams.items()
+        )
+        for r in _per_study(runs)
+    ]
+    if len(shown) == 1:
+        return shown[0]
+    return "; ".join(f"study {i}: {h}" for i, h in enumerate(shown))
 
 
 def _selected(runs: list[Record]) -> str:
@@ -137,6 +193,14 @@ def _selected(runs: list[Record]) -> str:
     s = runs[0].search
     if not s:
         return "overridden hyper-parameters" if runs[0].overrides.get("hparams") else "defaults"
+    per = _per_study(runs)
+    if len(per) > 1:  # several studies: each its own selection
+        picks = ", ".join(
+            f"{r.search['trial']} ({100 * r.search['value']:.1f}, {r.search['epochs']} ep.)"
+            for r in per
+        )
+        head = f"{len(per)} studies of {s['trials']} trials"
+        return f"{head}; trial (val {s['metric']}, epochs): {picks}"
     return (
         f"trial {s['trial']} of {s['trials']} (val {s['metric']} {100 * s['value']:.1f}, "
         f"{s['epochs']} epochs)"

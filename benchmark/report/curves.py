@@ -13,8 +13,11 @@ per method, one PNG (``<method>-curves.png``) with up to three panels:
 - **search history**: each trial's value against its trial number (pruned trials as crosses)
   and the best so far as a step line.
 
-A board without a search (the defaults boards) has the first panel only. The data steps are
-pure functions (tested); the drawing only draws.
+A board without a search (the defaults boards) has the first panel only. With several search
+studies per method (``search.studies``) the two search panels show study 0's trials (each
+study has its own trial numbers); every study's history is in the board's budget curves
+(:mod:`dmlbench.report.budget_curves`). The data steps are pure functions (tested); the
+drawing only draws.
 """
 
 from __future__ import annotations
@@ -82,7 +85,11 @@ def validation_curves(trials: Iterable[Record]) -> dict[int, pd.Series]:
 
 
 def selected_trial(finals: Iterable[Record]) -> int | None:
-    return next((int(r.search["trial"]) for r in finals if "trial" in r.search), None)
+    """The trial study 0 selected (the finals' ``search.trial``)."""
+    return next(
+        (int(r.search["trial"]) for r in finals if "trial" in r.search and r.study_index == 0),
+        None,
+    )
 
 
 def draw_curves(
@@ -149,7 +156,7 @@ def write_curves(records: list[Record], folder: Path, title: str) -> dict[str, P
     for m in methods:
         finals = [r for r in records if r.method == m and r.stage == "final"]
         trials = [r for r in records if r.method == m and r.stage == "search-trial"]
-        fig = draw_curves(m, finals, trials, title)
+        fig = draw_curves(m, finals, [r for r in trials if r.study_index == 0], title)
         if fig is not None:
             path = folder / f"{m}-curves.png"
             save_small_png(fig, path, dpi=80, colours=32)

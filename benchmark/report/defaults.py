@@ -30,7 +30,10 @@ every seed and query; pairing then hides, rather than removes, the chance of the
 entries' runs and the same variance model with the seeds unpaired (the two entries' seed
 parts, seed × class interaction included, as if trained on independent seeds; the test classes
 stay shared, as they are by design): Var = 2·Var(seed part of one entry's mean). The search's
-own randomness (several studies per entry) enters with the studies (#48, item 3).
+own randomness enters where the tuned entries were searched by several studies
+(``search.studies``): the shared seeds are nested in the tuned side's studies, the same
+three-level model as the boards' verdicts (:mod:`dmlbench.report.moments`), and an entry
+whose runs are identical keeps its study part unpaired as well.
 
 Selection is noisy: the search scores each trial on one validation fold (a quarter of the
 training classes, 50 classes on glyphs-mini), so the selected trial can be worse on the test
@@ -51,7 +54,8 @@ import pandas as pd
 from dmlbench.metrics import catalogue
 from dmlbench.records import ProtocolRef, Record, atomic_write_text
 from dmlbench.report.board import board_metric, higher_is_better
-from dmlbench.report.query_tests import query_sums
+from dmlbench.report.moments import with_study_sim
+from dmlbench.report.query_tests import query_sums, seed_studies
 from dmlbench.report.tables import (
     BASELINES,
     Shown,
@@ -143,9 +147,10 @@ def _difference_moments(
     seed part is unpaired)."""
     t = query_sums(tuned, metric, methods, seeds)
     d = query_sums(defaults, metric, methods, seeds)
+    studies = seed_studies(tuned, seeds)  # the tuned side's studies (defaults: no search)
     if t is not None and d is not None and np.array_equal(t[1], d[1]) and t[1].size >= 2:
-        mc, how = crossed_moments(tuple(methods), t[0] - d[0], t[1]), "seeds and test classes"
-        alone = crossed_moments(tuple(methods), t[0], t[1]).seed
+        mc = crossed_moments(tuple(methods), t[0] - d[0], t[1], studies)
+        how, alone = "seeds and test classes", crossed_moments(tuple(methods), *t, studies)
         same = np.all(t[0] == d[0], axis=(1, 2))
     else:
 
@@ -155,15 +160,23 @@ def _difference_moments(
             return np.array([[by[(m, s)] for s in seeds] for m in methods], dtype=np.float64)
 
         tv, dv = values(tuned), values(defaults)
-        mc, how = seed_moments(tuple(methods), tv - dv), "seeds only"
-        alone = seed_moments(tuple(methods), tv).seed
+        mc, how = seed_moments(tuple(methods), tv - dv, studies), "seeds only"
+        alone = seed_moments(tuple(methods), tv, studies)
         same = np.all(tv == dv, axis=1)
     if same.any():
-        seed = mc.seed.copy()
-        seed[same, :] = seed[:, same] = 0.0
-        seed[same, same] = 2.0 * np.diag(alone)[same]
-        mc = replace(mc, seed=seed, seed_sim=None)
+        mc = replace(mc, seed=_unpaired(mc.seed, alone.seed, same), seed_sim=None)
+        if mc.study is not None and alone.study is not None:
+            mc = with_study_sim(replace(mc, study=_unpaired(mc.study, alone.study, same)))
     return mc, how, same
+
+
+def _unpaired(part: np.ndarray, alone: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """``part`` with the rows of ``same`` replaced by twice one entry's own part, unpaired
+    (module docstring: never a zero-width interval)."""
+    out = part.copy()
+    out[same, :] = out[:, same] = 0.0
+    out[same, same] = 2.0 * np.diag(alone)[same]
+    return out
 
 
 def simultaneous_intervals(

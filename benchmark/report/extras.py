@@ -4,6 +4,9 @@ For the board page ``<stem>.html`` the report writes ``<stem>/``:
 
 - ``<method>.html`` and ``<method>-curves.png`` for every method of the board
   (:mod:`dmlbench.report.method_page`, :mod:`dmlbench.report.curves`), from the records alone;
+- ``budget.png`` (:mod:`dmlbench.report.budget_curves`) where the board has search trials:
+  each method's best validation score against trials spent, over its search studies, the
+  methods still rising at the budget named under it (on the page and in the board's Markdown);
 - ``grid.png`` and ``map.png`` (:mod:`dmlbench.report.pictures`) where seed 0's test embeddings
   of the board's best method were kept (:mod:`dmlbench.report.kept`), the grid beside those
   of the baseline (``untrained`` unless another is named) when they were kept too.
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from dmlbench.metrics.catalogue import HITS_METRIC
 from dmlbench.records import UNTRAINED, Record, atomic_write_text, is_baseline
+from dmlbench.report.budget_curves import write_budget_curves
 from dmlbench.report.curves import write_curves
 from dmlbench.report.html import Page, board_and_external
 from dmlbench.report.kept import KeptEmbeddings, load_kept
@@ -51,6 +55,7 @@ def write_extras(
     methods = [str(m) for m in ranked.index]
     curves = write_curves([r for r in records if r.method in methods], folder, page.title)
     written: list[Path] = list(curves.values())
+    written += _budget(records, stem, out_dir, page)
     pictures = _pictures(records, folder, page, kept or {}, baseline)
     written += [folder / src for src, _ in pictures]
     page.pictures = [(f"{stem}/{src}", text) for src, text in pictures]
@@ -73,6 +78,22 @@ def write_extras(
         written.append(path)
         page.method_pages[m] = f"{stem}/{m}.html"
     return written
+
+
+def _budget(records: list[Record], stem: str, out_dir: Path, page: Page) -> list[Path]:
+    """Draw ``<stem>/budget.png``, link it from the page and name it, with the methods still
+    rising, at the end of the board's Markdown ``<stem>.md``."""
+    drawn = write_budget_curves(records, out_dir / stem, page.title)
+    if drawn is None:
+        return []
+    path, text, _rising = drawn
+    page.budget_curves = (f"{stem}/{path.name}", text)
+    md = out_dir / f"{stem}.md"
+    if md.is_file():
+        body = md.read_text(encoding="utf-8").rstrip("\n")
+        figure = f"![search budget]({stem}/{path.name})"
+        atomic_write_text(md, f"{body}\n\n**Search budget.** {figure}\n\n{text}\n")
+    return [path]
 
 
 def _pictures(

@@ -91,6 +91,9 @@ class Page:
     """Per method, its page (href relative to the board page: ``<stem>/<method>.html``)."""
     pictures: list[tuple[str, str]] = field(default_factory=list)
     """The retrieval grid and embedding map: (src relative to the board page, caption)."""
+    budget_curves: tuple[str, str] | None = None
+    """Best validation score against trials spent (:mod:`dmlbench.report.budget_curves`):
+    (src relative to the board page, caption naming the methods still rising)."""
 
 
 DEFAULTS_TEXT = (
@@ -319,6 +322,7 @@ def render_page(page: Page) -> str:
                     "trained, final runs, epochs and steps trained in all, time."
                 ),
                 html_table(page.budget, links=page.method_pages),
+                *_budget_figure(page),
             )
         )
     if page.across:
@@ -332,6 +336,17 @@ def figures(images: list[str]) -> list[str]:
         f'<figure><a href="{escape(src)}"><img src="{escape(src)}" alt="{escape(caption(src))}" '
         f'loading="lazy"></a><figcaption>{escape(caption(src))}</figcaption></figure>'
         for src in images
+    ]
+
+
+def _budget_figure(page: Page) -> list[str]:
+    """The budget curves with their caption, where the board has search trials."""
+    if page.budget_curves is None:
+        return []
+    src, text = (escape(x) for x in page.budget_curves)
+    return [
+        f'<figure class="picture"><a href="{src}"><img src="{src}" alt="{text}" '
+        f'loading="lazy"></a><figcaption>{text}</figcaption></figure>'
     ]
 
 

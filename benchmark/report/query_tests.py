@@ -140,3 +140,19 @@ def query_sums(
         return None
     sums = np.array([[values[(m, s)] for s in seeds] for m in methods])
     return sums, np.ones(len(units))
+
+
+def seed_studies(records: Iterable[Record], seeds: Sequence[int]) -> np.ndarray | None:
+    """Each seed's search study (its final records' ``study_index``; absent: study 0), the
+    nesting the verdicts' moment estimates take (:func:`~dmlbench.report.moments.
+    crossed_moments`); None where the board has one study, or where the methods' finals of
+    one seed name different studies (then no nesting is assumed, and the study luck goes
+    uncounted as before, rather than counted wrongly)."""
+    found: dict[int, set[int]] = {s: set() for s in seeds}
+    for r in records:
+        if r.stage == "final" and r.seed in found and r.search:
+            found[r.seed].add(r.study_index)
+    if any(len(v) > 1 for v in found.values()):
+        return None
+    labels = np.array([min(found[s], default=0) for s in seeds])
+    return labels if len(set(labels.tolist())) > 1 else None

@@ -61,8 +61,12 @@ values over S, paired across methods (a seed fixes every method's initialisation
 order alike), with S − 1 degrees of freedom; the class component is then not counted, and the
 board prints no *equivalent* (``equivalence=False``).
 
-A "study" level (several searches per tuned entry, seeds nested in studies: #48, item 3) is
-one more k × k cross-product matrix and its df in :class:`MeanCovariance` (docs/reports.md).
+Seeds nested in search studies (``search.studies``: several independent searches per tuned
+entry, each retrained on its share of the seeds) add the study and study × class matrices with
+T − 1 and (T − 1)(C − 1) df (:mod:`dmlbench.report.moments`, which holds every moment
+estimate): the study part enters each standard error, its Satterthwaite df and, as two more
+Wishart draws, the simulated critical value, the study component simulated at an upper
+confidence bound (docs/reports.md, "Where the search enters").
 
 Rank uncertainty comes from the same law: P(rank 1) and P(in the top 3) are the shares of
 normal draws of the means (around the observed ones) in which a method ranks first, top 3.
@@ -72,72 +76,39 @@ normal draws of the means (around the observed ones) in which a method ranks fir
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from dmlbench.report.moments import (
+    CROSSED,
+    SEEDS_ONLY,
+    MeanCovariance,
+    combine,
+    crossed_moments,
+    seed_moments,
+)
+
+__all__ = [
+    "CROSSED",
+    "EQUIVALENT",
+    "N_SIM",
+    "SEEDS_ONLY",
+    "UNDECIDED",
+    "WORSE",
+    "MeanCovariance",
+    "compare_with_best",
+    "critical_value",
+    "crossed_moments",
+    "pairs_floor",
+    "rows_floor",
+    "seed_moments",
+]
+
 WORSE, EQUIVALENT, UNDECIDED = "worse", "equivalent", "undecided"
 N_SIM = 4000  # draws of the joint law for c and the rank probabilities
-CROSSED, SEEDS_ONLY = "crossed", "seeds"
-
-
-@dataclass(frozen=True)
-class MeanCovariance:
-    """Observed means of k methods and the moment estimate of their sampling covariance.
-
-    ``seed``, ``cls`` and ``resid`` are the k × k matrices of mean cross-products of the seed
-    margin, the class margin and the residual of the two-way layout, each divided by S·C, so
-    that ``seed + cls − resid`` estimates Cov(means) without bias (module docstring); ``df``
-    their degrees of freedom. Seeds only: ``seed`` is the sample covariance over S, the
-    others 0.
-    """
-
-    methods: tuple[str, ...]
-    means: np.ndarray
-    seed: np.ndarray
-    cls: np.ndarray
-    resid: np.ndarray
-    df: tuple[float, float, float]
-    design: str = CROSSED
-    seed_sim: np.ndarray | None = None  # the shrunk seed matrix the critical value simulates
-
-    @property
-    def cov(self) -> np.ndarray:
-        """The unbiased moment estimate of Cov(means); may be indefinite."""
-        return self.seed + self.cls - self.resid
-
-    @property
-    def joint(self) -> np.ndarray:
-        """The PSD covariance of the joint law: interaction + PSD part of the main components."""
-        return self.resid + _psd(self.seed + self.cls - 2.0 * self.resid)
-
-    def contrasts(self, w: np.ndarray) -> np.ndarray:
-        """The variance (floored, module docstring) of each row of ``w @ means`` (``w``: m × k
-        contrast weights)."""
-        return _floored(*(np.einsum("mk,kl,ml->m", w, x, w) for x in self._parts))
-
-    def satterthwaite(self, w: np.ndarray) -> np.ndarray:
-        """Satterthwaite's degrees of freedom of each row's variance estimate (``w``: m × k):
-        (a + b − r)² / (a²/ν_seed + b²/ν_class + r²/ν_resid), the df of the χ² that matches
-        the estimate's first two moments under normality; the floored value where the moment
-        estimate is floored (the interaction part alone)."""
-        a, b, r = (np.einsum("mk,kl,ml->m", w, x, w) for x in self._parts)
-        v = _floored(a, b, r)
-        nu_s, nu_c, nu_r = self.df
-        den = a * a / nu_s + (b * b / nu_c if np.any(self.cls) else 0.0) + r * r / nu_r
-        nu = np.where(a + b - r >= r, v * v / np.where(den > 0, den, np.inf), nu_r)
-        return np.where(v > 0, np.maximum(nu, 1.0), np.inf)
-
-    @property
-    def _parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.seed, self.cls, self.resid
-
-
-def _floored(a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """max(a + b − r, r): the moment estimate, never below the interaction part alone."""
-    return np.maximum(np.maximum(a + b - r, r), 0.0)
 
 
 def _wishart(scale: np.ndarray, df: float, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -156,77 +127,6 @@ def _wishart(scale: np.ndarray, df: float, n: int, rng: np.random.Generator) -> 
     a[:, idx, idx] = np.sqrt(rng.chisquare(d - idx, size=(n, k)))
     la = root @ a
     return la @ la.transpose(0, 2, 1) / d
-
-
-def _psd(m: np.ndarray) -> np.ndarray:
-    """The nearest positive semi-definite matrix in Frobenius norm (negative eigenvalues → 0)."""
-    vals, vecs = np.linalg.eigh((m + m.T) / 2)
-    return (vecs * np.clip(vals, 0.0, None)) @ vecs.T
-
-
-def _shrunk_seed(rows: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    """The seed matrix the critical value simulates: its contrast part shrunk towards equal
-    own variances (Ledoit & Wolf, J. Multivariate Anal. 2004, their estimated intensity).
-
-    With S − 1 = 11 degrees of freedom for k = 10 methods the sample matrix spreads its
-    eigenvalues far beyond the truth's, which makes pair contrasts look more correlated than
-    they are and the simulated critical value too small (a false-*worse* rate of 0.07 at
-    α = 0.05 in docs/reports.md's calibration). Only contrasts matter (a seed effect shared by
-    every method cancels), so the shrinking happens in the space orthogonal to the ones
-    vector: ``(1 − λ)·PΣ̂P + λ·μ·P``, μ the mean own variance there. Strongly unequal true
-    variances keep λ small. ``rows``: (k, S) seed-margin deviations.
-    """
-    from sklearn.covariance import ledoit_wolf_shrinkage
-
-    k = len(seed)
-    if k < 3 or rows.shape[1] < 2:
-        return seed
-    p = np.eye(k) - 1.0 / k
-    x = (p @ rows).T
-    if not np.any(x):
-        return seed
-    lam = float(ledoit_wolf_shrinkage(x, assume_centered=True))
-    inner = p @ seed @ p
-    mu = float(np.trace(inner)) / (k - 1)
-    return (1.0 - lam) * inner + lam * mu * p
-
-
-def crossed_moments(
-    methods: tuple[str, ...], class_sums: np.ndarray, class_counts: np.ndarray
-) -> MeanCovariance:
-    """Means over seeds of a per-query metric and their covariance, seeds × classes crossed.
-
-    Args:
-        class_sums: (k methods, S seeds, C classes) sum of the per-query metric (a Recall@1
-            hit is 0 or 1) over each class's queries; S ≥ 2 and C ≥ 2.
-        class_counts: (C,) queries per class (the same for every method and seed).
-    """
-    k, s, c = class_sums.shape
-    y = c * np.asarray(class_sums, dtype=np.float64) / float(np.sum(class_counts))
-    means = y.mean(axis=(1, 2))
-    row = y.mean(axis=2) - means[:, None]  # (k, S) seed margin
-    col = y.mean(axis=1) - means[:, None]  # (k, C) class margin
-    res = (y - row[:, :, None] - col[:, None, :] - means[:, None, None]).reshape(k, s * c)
-    n = float(s * c)
-    seed = c * (row @ row.T) / (s - 1) / n
-    cls = s * (col @ col.T) / (c - 1) / n
-    resid = (res @ res.T) / ((s - 1) * (c - 1)) / n
-    df = (s - 1, c - 1, (s - 1) * (c - 1))
-    return MeanCovariance(methods, means, seed, cls, resid, df, CROSSED, _shrunk_seed(row, seed))
-
-
-def seed_moments(methods: tuple[str, ...], values: np.ndarray) -> MeanCovariance:
-    """Means over seeds (k methods × S seeds) and their covariance over seeds only, paired
-    across methods: for metrics without per-query records, whose class component is then not
-    counted."""
-    values = np.asarray(values, dtype=np.float64)
-    k, s = values.shape
-    dev = values - values.mean(axis=1, keepdims=True)
-    seed = (dev @ dev.T) / (s - 1) / s
-    zero = np.zeros((k, k))
-    means = values.mean(axis=1)
-    shrunk = _shrunk_seed(dev, seed)
-    return MeanCovariance(methods, means, seed, zero, zero, (s - 1, 1, 1), SEEDS_ONLY, shrunk)
 
 
 def pair_contrasts(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -264,7 +164,10 @@ def pairs_floor(mc: MeanCovariance, alpha: float) -> float:
     k = len(mc.means)
     if k < 2:
         return 0.0
-    nu = mc.satterthwaite(pair_contrasts(k)[2])
+    # nested: the df of the seeds within studies (the floor guards the seed matrix's
+    # plug-in; the study part's T − 1 df are in the simulation, at its upper bound)
+    within = replace(mc, study=None, study_cls=None, study_sim=None) if mc.nested else mc
+    nu = within.satterthwaite(pair_contrasts(k)[2])
     nu = nu[np.isfinite(nu)]
     return _range_quantile(k, int(nu.min()) if nu.size else 1000, alpha)
 
@@ -302,16 +205,18 @@ def critical_value(
     if not ok.any():
         return floor
     sim = mc if mc.seed_sim is None else replace(mc, seed=mc.seed_sim)
+    if sim.study_sim is not None:
+        sim = replace(sim, study=sim.study_sim)
     z = law_draws(sim, n, seed)
     rng = np.random.default_rng([seed, 1])
     parts = []
-    for x, df in zip(sim._parts, sim.df, strict=True):
+    for x, df in zip(sim.parts, sim.parts_df, strict=True):
         if not np.any(x):
             parts.append(np.zeros((len(z), int(ok.sum()))))  # a part the design lacks
             continue
         drawn = _wishart(x, df, len(z), rng)
         parts.append(((drawn @ w[ok].T) * w[ok].T).sum(axis=1))  # n × m quadratic forms
-    se = np.sqrt(_floored(*parts))
+    se = np.sqrt(combine(parts, sim.nested))
     t = np.abs(z @ w[ok].T) / np.where(se > 0, se, np.inf)
     return max(float(np.quantile(t.max(axis=1), 1 - alpha)), floor)
 

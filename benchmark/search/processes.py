@@ -28,8 +28,10 @@ def spawn_workers(
     search_options: SearchOptions,
     url: str,
     n: int,
+    study: int = 0,
 ) -> list[Any]:
-    """Start ``n`` extra worker processes on this machine (spawned: no forked torch state)."""
+    """Start ``n`` extra worker processes on this machine (spawned: no forked torch state),
+    for study ``study`` of the protocol's ``search.studies``."""
     ctx = mp.get_context("spawn")
     procs = []
     # A spawned process starts with nothing configured: it repeats this one's logging and
@@ -46,6 +48,7 @@ def spawn_workers(
                 url,
                 index,
                 setup,
+                study,
             ),
             name=f"dmlbench-search-{index}",
         )
@@ -72,6 +75,7 @@ def _child(
     url: str,
     index: int,
     setup: tuple[progress.LogSetup | None, str | None] = (None, None),
+    study: int = 0,
 ) -> None:
     import torch
 
@@ -93,7 +97,7 @@ def _child(
         with torch_threads(run_options.threads), activated(open_tracker(track_spec)) as tracker:
             run_worker(
                 protocol, method, data.train, data.fingerprint,
-                replace(run_options, progress=False), search_options, url, tracker,
+                replace(run_options, progress=False), search_options, url, tracker, study,
             )  # fmt: skip
     except (TrainingInterrupted, KeyboardInterrupt):
         sys.exit(130)

@@ -55,12 +55,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def study_name(protocol: Protocol, method: str, overrides: dict[str, Any]) -> str:
+def study_name(protocol: Protocol, method: str, overrides: dict[str, Any], index: int = 0) -> str:
+    """The study's name: protocol hash + method (+ ``-study<i>`` for study i > 0 of
+    ``search.studies``, so study 0 is the study a one-study protocol always had)."""
     name = f"{protocol.name}-{protocol.hash[:16]}-{method}"
+    if index:
+        name += f"-study{index}"
     if overrides:
         digest = hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()
         name += f"-override-{digest[:8]}"
     return name
+
+
+#: How far apart two studies' sampler seeds start: above any budget (``MAX_TRIALS``), so no
+#: slot of study i shares a seed with a slot of study j.
+STUDY_SEED_STRIDE = 1_000_003
 
 
 # --------------------------------------------------------------------------- budget
@@ -154,9 +163,11 @@ def _alive(pid: int) -> bool:
 # --------------------------------------------------------------------------- the study
 
 
-def proposal_sampler(protocol: Protocol, slot: int) -> optuna.samplers.BaseSampler:
-    """The sampler that proposes the trial of ``slot``, seeded with the protocol's first seed
-    plus the slot (:func:`trial_slots`): a function of the slot and the
+def proposal_sampler(protocol: Protocol, slot: int, index: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler that proposes the trial of ``slot`` in study ``index``, seeded with the
+    protocol's first seed plus the slot (:func:`trial_slots`) plus ``index`` ×
+    :data:`STUDY_SEED_STRIDE` (study 0 keeps the seeds of a one-study protocol; the others are
+    independent searches of the same budget): a function of the slot and the
     finished trials only, so a search resumed after an interruption proposes what an
     uninterrupted one would (a sampler's own state is lost with its process).
 
@@ -168,7 +179,7 @@ def proposal_sampler(protocol: Protocol, slot: int) -> optuna.samplers.BaseSampl
     """
     import optuna
 
-    seed = protocol.seeds[0] + slot
+    seed = protocol.seeds[0] + slot + index * STUDY_SEED_STRIDE
     if protocol.search.sampler != "tpe":
         return optuna.samplers.RandomSampler(seed=seed)
     n_startup = min(10, max(2, protocol.search.trials // 2))
@@ -176,7 +187,12 @@ def proposal_sampler(protocol: Protocol, slot: int) -> optuna.samplers.BaseSampl
 
 
 def open_study(
-    protocol: Protocol, method: str, storage: Any, name: str, url: str | None = None
+    protocol: Protocol,
+    method: str,
+    storage: Any,
+    name: str,
+    url: str | None = None,
+    index: int = 0,
 ) -> optuna.Study:
     """Create or load the study; the first worker enqueues the paper defaults (under the
     claim lock when ``url`` is given, so two workers starting together enqueue them once)."""
@@ -185,13 +201,13 @@ def open_study(
     study = optuna.create_study(
         study_name=name,
         storage=storage,
-        sampler=proposal_sampler(protocol, 0),  # the worker's rule: each slot gets its own
+        sampler=proposal_sampler(protocol, 0, index),  # the worker's rule: each slot its own
         pruner=make_pruner(protocol),
         direction="maximize",
         load_if_exists=True,
     )
     with claim_lock(storage, url, name) if url else _nothing():
-        _init_study(study, protocol, method, name)
+        _init_study(study, protocol, method, name, index)
     return study
 
 
@@ -200,7 +216,9 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def _init_study(study: optuna.Study, protocol: Protocol, method: str, name: str) -> None:
+def _init_study(
+    study: optuna.Study, protocol: Protocol, method: str, name: str, index: int = 0
+) -> None:
     if not study.get_trials(deepcopy=False):
         cls = METHODS.get(method)
         defaults = cls.resolved_hparams({}, protocol.batch.samples_per_class)
@@ -210,6 +228,7 @@ def _init_study(study: optuna.Study, protocol: Protocol, method: str, name: str)
         study.set_user_attr("protocol_hash", protocol.hash)
         study.set_user_attr("method", method)
         study.set_user_attr("budget", protocol.search.trials)
+        study.set_user_attr("study_index", index)
     elif study.user_attrs.get("protocol_hash") not in (None, protocol.hash):
         raise SearchError(f"study {name} belongs to another protocol hash")
 
@@ -232,8 +251,9 @@ def make_pruner(protocol: Protocol) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def selection(study: optuna.Study, metric: str) -> Selection:
-    """The best complete trial (lowest slot on ties: :func:`trial_slots`)."""
+def selection(study: optuna.Study, metric: str, index: int = 0, studies: int = 1) -> Selection:
+    """The best complete trial (lowest slot on ties: :func:`trial_slots`) of study ``index``
+    of ``studies``."""
     from optuna.trial import TrialState
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -250,4 +270,6 @@ def selection(study: optuna.Study, metric: str) -> Selection:
         metric=metric,
         study=study.study_name,
         trials=count_trials(study).finished,
+        study_index=index,
+        studies=studies,
     )

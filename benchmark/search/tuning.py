@@ -35,8 +35,11 @@ def tune(
     train_split: Split,
     fingerprint: str,
     run_options: RunOptions,
+    study_index: int = 0,
 ) -> Selection:
-    """Run (or continue) ``method``'s study to its budget and return the best selection.
+    """Run (or continue) ``method``'s study ``study_index`` (of the protocol's
+    ``search.studies``, each its own sampler seeds and the same budget) to its budget and
+    return its best selection.
 
     ``run_options.search.workers - 1`` extra worker processes on this machine join the study; other
     machines may join through the same storage URL with ``dmlbench search``.
@@ -46,13 +49,15 @@ def tune(
     quiet_optuna()
     search_options = run_options.search
     url = storage_url(search_options, run_options.results_dir)
-    name = study_name(protocol, method, run_options.overrides)
+    name = study_name(protocol, method, run_options.overrides, study_index)
     with storage_errors(url):
-        study = open_study(protocol, method, open_storage(url, search_options), name, url)
+        storage = open_storage(url, search_options)
+        study = open_study(protocol, method, storage, name, url, study_index)
         finished = count_trials(study).finished
     metric = objective_metric(protocol, train_split.label_kind)
+    studies = protocol.search.studies
     if finished >= protocol.search.trials:  # resumed: nothing left
-        return selection(study, metric)
+        return selection(study, metric, study_index, studies)
     from dmlbench.engine.distributed import current
 
     if current().is_distributed:
@@ -65,11 +70,15 @@ def tune(
     # the count moves numbers (seen: R@1 0.6781 vs 0.6859 under one protocol hash).
     run_options = replace(run_options, threads=run_options.threads or torch.get_num_threads())
     procs = spawn_workers(
-        protocol, method, run_options, search_options, url, search_options.workers - 1
-    )
+        protocol, method, run_options, search_options, url, search_options.workers - 1,
+        study_index,
+    )  # fmt: skip
     try:
         with torch_threads(run_options.threads):
-            run_worker(protocol, method, train_split, fingerprint, run_options, search_options, url)
+            run_worker(
+                protocol, method, train_split, fingerprint, run_options, search_options, url,
+                None, study_index,
+            )  # fmt: skip
     finally:
         for p in procs:
             p.join()
@@ -87,4 +96,4 @@ def tune(
             "%d search worker(s) of %s exited with %s; the budget completed without them",
             len(failed), name, failed,
         )  # fmt: skip
-    return selection(study, metric)
+    return selection(study, metric, study_index, studies)

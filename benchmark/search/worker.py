@@ -56,8 +56,10 @@ def run_worker(
     search_options: SearchOptions,
     url: str,
     tracker: Tracker | None = None,
+    index: int = 0,
 ) -> int:
     """Claim and run trials until the study's budget is finished; returns how many ran here.
+    ``index``: which of the protocol's ``search.studies`` studies.
 
     A worker with nothing left to claim waits while other workers' trials are running: if one
     of them dies, its trial is re-queued and this worker takes it over. Each trial's
@@ -67,12 +69,12 @@ def run_worker(
 
     quiet_optuna()
     storage = open_storage(url, search_options)
-    name = study_name(protocol, method, run_options.overrides)
+    name = study_name(protocol, method, run_options.overrides, index)
     budget = protocol.search.trials
     study = optuna.load_study(
         study_name=name,
         storage=storage,
-        sampler=proposal_sampler(protocol, 0),
+        sampler=proposal_sampler(protocol, 0, index),
         pruner=make_pruner(protocol),
     )
     ran, clock = 0, _StudyClock(budget, count_trials(study).finished)
@@ -87,7 +89,7 @@ def run_worker(
             trial = None
             if counts.waiting or counts.finished + counts.active < budget:
                 slot = next_slot(study.get_trials(deepcopy=False))
-                study.sampler = proposal_sampler(protocol, slot)
+                study.sampler = proposal_sampler(protocol, slot, index)
                 trial = study.ask()
                 trial.set_user_attr("slot", slot)
                 trial.set_user_attr("host", socket.gethostname())
@@ -98,13 +100,15 @@ def run_worker(
             continue
         with _heartbeat(storage, trial._trial_id, search_options.heartbeat):
             line = _run_trial(
-                study, trial, protocol, method, train_split, fingerprint, run_options, tracker
-            )
+                study, trial, protocol, method, train_split, fingerprint, run_options, tracker,
+                index,
+            )  # fmt: skip
         ran += 1
         # one line per trial, with or without progress bars (the count is the study's: other
         # workers' trials included, so the ETA is the study's, not this worker's)
+        which = f"study {index} trial" if protocol.search.studies > 1 else "trial"
         progress.line(
-            f"  {method} trial {_slot(trial)} {clock.tick(count_trials(study).finished)}: {line}"
+            f"  {method} {which} {_slot(trial)} {clock.tick(count_trials(study).finished)}: {line}"
         )
 
 
@@ -190,6 +194,7 @@ def _run_trial(
     fingerprint: str,
     run_options: RunOptions,
     tracker: Tracker,
+    index: int = 0,
 ) -> str:
     """Train on every fold, report per-epoch validation scores, tell the study, write a record.
 
@@ -209,7 +214,7 @@ def _run_trial(
     )
     trial.set_user_attr("hparams", hparams)
     log_ = _TrialLog()
-    path = _trial_path(protocol, method, _slot(trial), run_options)
+    path = _trial_path(protocol, method, _slot(trial), run_options, index)
     log_.track = tracker.open_run(f"{protocol.name}/{protocol.hash[:12]}/{path.stem}")
     state, value, reason = TrialState.COMPLETE, math.nan, ""
     try:
@@ -249,7 +254,8 @@ def _run_trial(
         _close_track(log_.track, hparams, state.name.lower(), metric, value)
     _write_trial_record(
         protocol, method, trial, hparams, fingerprint, run_options, metric, value, log_.curve,
-        {"state": state.name.lower(), "study": study.study_name, "reason": reason},
+        {"state": state.name.lower(), "study": study.study_name, "reason": reason,
+         **({"study_index": index} if protocol.search.studies > 1 else {})},
         log_.steps, log_.train_seconds, time.perf_counter() - start,
     )  # fmt: skip
     if state == TrialState.FAIL:
@@ -384,7 +390,8 @@ def _write_trial_record(
         search=search,
         timings=Timings(wall_seconds=wall_seconds, train_seconds=train_seconds, steps=steps),
     )
-    save_record(record, _trial_path(protocol, method, _slot(trial), run_options))
+    index = int(search.get("study_index", 0))
+    save_record(record, _trial_path(protocol, method, _slot(trial), run_options, index))
 
 
 def _slot(trial: Any) -> int:
@@ -392,11 +399,13 @@ def _slot(trial: Any) -> int:
     return int(trial.user_attrs["slot"])
 
 
-def _trial_path(protocol: Protocol, method: str, number: int, run_options: RunOptions) -> Any:
+def _trial_path(
+    protocol: Protocol, method: str, number: int, run_options: RunOptions, index: int = 0
+) -> Any:
     """The trial's record file (its stem also names the trial's run in the tracker)."""
     from dmlbench.records import record_path
 
     return record_path(
         run_options.results_dir, protocol.name, protocol.hash, method, protocol.seeds[0],
-        "search-trial", run_options.overrides, trial=number,
+        "search-trial", run_options.overrides, trial=number, study=index,
     )  # fmt: skip

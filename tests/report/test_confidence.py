@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from dmlbench.report.confidence import confidence_table
 from tests.report.test_build import rec
 
@@ -34,3 +37,29 @@ def test_defaults_and_hand_set_values_are_named() -> None:
     t = confidence_table([plain, hand])
     assert t.loc["b", "selected"] == "defaults"
     assert t.loc["c", "selected"] == "overridden hyper-parameters"
+
+
+def test_several_studies_show_their_count_and_the_between_study_sd() -> None:
+    """6 seeds in 3 studies (round robin), study means 0.60, 0.70, 0.50 and a within-study
+    spread of ±0.01: the count, the one-way moment estimate of the between-study sd (the
+    study means' sd less the within part) beside the seed sd within studies, each study's
+    selection. A board of one study keeps its columns."""
+    from dmlbench.report.confidence import COLUMNS, study_sds
+
+    values = {0: 0.59, 1: 0.69, 2: 0.49, 3: 0.61, 4: 0.71, 5: 0.51}
+    records = []
+    for seed, v in values.items():
+        study = seed % 3
+        search = {"trial": study, "trials": 8, "metric": "recall@1", "value": 0.8,
+                  "epochs": 4, "hparams": {}, "study": f"s{study}", "study_index": study,
+                  "studies": 3}  # fmt: skip
+        records.append(rec("a", seed, m={"recall@1": v}).model_copy(update={"search": search}))
+    t = confidence_table(records)
+    assert t.loc["a", "studies"] == "3"
+    between, within = study_sds(np.array(list(values.values())), [s % 3 for s in values])
+    assert within == pytest.approx(np.sqrt(0.0002))  # (0.01² · 2 per study · 3) / 3 df
+    assert between == pytest.approx(np.sqrt(0.01 - 0.0002 / 2))  # var of means − within / n
+    assert t.loc["a", "sd between studies / seeds"] == f"{100 * between:.1f} / {100 * within:.1f}"
+    assert t.loc["a", "selected"].startswith("3 studies of 8 trials")
+    one = confidence_table([r for r in records if r.seed in (0, 3)])
+    assert list(one.columns) == COLUMNS

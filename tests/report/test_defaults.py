@@ -135,3 +135,31 @@ def test_only_boards_on_the_same_data_and_version_are_paired(tmp_path: Path) -> 
     assert board_pairs(boards(version=2)) == []
     build_reports(boards(fingerprint="other"), tmp_path)
     assert not list(tmp_path.glob("*defaults-vs-tuned*"))
+
+
+def test_tuned_studies_nest_the_shared_seeds_and_widen_the_interval() -> None:
+    """Tuned entries searched by 3 studies (seeds 0–5, round robin), the difference to the
+    defaults shifted by each study's selection (+0.05, +0.15, −0.05): the interval counts the
+    between-study part (T − 1 = 2 df), much wider than the same numbers read as one study."""
+    from dmlbench.report.defaults import _difference_moments, simultaneous_intervals
+
+    luck = [0.05, 0.15, -0.05]
+    out = []
+    ref = ProtocolRef(name="glyphs-mini@defaults", version=1, hash="d" * 64)
+    for s in range(6):
+        search = {"trial": 0, "trials": 8, "metric": "recall@1", "value": 0.8, "epochs": 4,
+                  "hparams": {}, "study": "x", "study_index": s % 3, "studies": 3}  # fmt: skip
+        noise = 0.01 * (s % 2)
+        t = rec("a", s, "t" * 64, "glyphs-mini", m={"recall@1": 0.6 + luck[s % 3] + noise})
+        out.append(t.model_copy(update={"search": search}))
+        d = rec("a", s, "d" * 64, "glyphs-mini@defaults", m={"recall@1": 0.6 + noise})
+        out.append(d.model_copy(update={"data_fingerprint": "f-glyphs-mini", "protocol": ref}))
+    [(tuned, defaults)] = board_pairs(out)
+    mc, _, _ = _difference_moments(tuned, defaults, ["a"], list(range(6)), "recall@1")
+    assert mc.nested and mc.studies == 3
+    lower, upper = simultaneous_intervals(mc)
+    flat = [r.model_copy(update={"search": {**r.search, "study_index": 0}}) for r in tuned]
+    one, _, _ = _difference_moments(flat, defaults, ["a"], list(range(6)), "recall@1")
+    lo1, hi1 = simultaneous_intervals(one)
+    assert upper[0] - lower[0] > 2 * (hi1[0] - lo1[0])
+    assert lower[0] < 0 < upper[0]  # three studies cannot rule out no gain
