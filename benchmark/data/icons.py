@@ -410,13 +410,14 @@ class IconsParams(GroupSplitParams):
 
 @DATASETS.register("icons")
 class Icons(RenderedImages):
-    """Freedesktop icon names across five themes; prepared on first use, split by context."""
+    """Freedesktop icon names across a set of themes (``themes``: five by default, fifteen
+    known); each set prepared on first use, split by context."""
 
     Params = IconsParams
     name = "icons"
-    description = "icon names across 5 freedesktop themes (Debian packages), split by context"
+    description = "icon names across 5-15 freedesktop themes (Debian packages), split by context"
     about = About(
-        source="5 freedesktop icon themes installed as Debian packages, rendered",
+        source="5 (default) to 15 freedesktop icon themes installed as Debian packages, rendered",
         licence="each icon's licence from its package's copyright file, recorded per image in "
         "the prepared folder's licences.yaml (dmlbench.data.licences)",
         splits="by freedesktop context",
