@@ -53,7 +53,9 @@ class LazyChoices:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     if args.name in rendered():
-        return prepare_rendered(args.name, args.root)
+        return prepare_rendered(args.name, args.root, args.themes)
+    if args.themes is not None:
+        raise DataError(f"--themes: {args.name} has no themes (only icons has)")
     if args.root is None:
         raise DataError(f"{args.name}: --root DIR is required (the protocol's data.root)")
     return prepare(
@@ -66,19 +68,29 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     )
 
 
-def prepare_rendered(name: str, root: str | None) -> int:
-    """Render a set from installed packages into ``root``, or under the cache (first use)."""
+def prepare_rendered(name: str, root: str | None, themes: str | None = None) -> int:
+    """Render a set from installed packages into ``root``, or under the cache (first use);
+    ``themes`` (icons): the comma-separated theme set, as ``data.params.themes`` names it."""
     import importlib
     import time
 
     from dmlbench.data.base import cache_dir
 
     module = importlib.import_module(rendered()[name])
+    chosen: dict[str, tuple[str, ...]] = {}
+    if themes is not None:
+        if not hasattr(module, "check_themes"):
+            raise DataError(f"--themes: {name} has no themes (only icons has)")
+        names = tuple(t.strip() for t in themes.split(",") if t.strip())
+        try:
+            chosen["themes"] = module.check_themes(names)
+        except ValueError as err:
+            raise DataError(f"--themes: {err}") from None
     start = time.perf_counter()
     if root is None:
-        done = module.prepared_root(cache_dir())
+        done = module.prepared_root(cache_dir(), **chosen)
     else:
-        done = module.prepare(Path(root).expanduser())
+        done = module.prepare(Path(root).expanduser(), **chosen)
     print(f"{name}: {done} ({time.perf_counter() - start:.1f} s)")
     return 0
 
@@ -104,6 +116,7 @@ EPILOG = """examples:
   dmlbench data prepare cars196 --root $DMLBENCH_DATA/CARS196     # prints where files go
   dmlbench data prepare cub200 --root DIR --url file:///mirror/CUB_200_2011.tgz
   dmlbench data prepare icons                # renders the icon themes into the cache
+  dmlbench data prepare icons --themes Adwaita,Tango,oxygen,breeze,elementary-xfce,Papirus
   dmlbench data prepare emoji                # renders the emoji vendors into the cache
   dmlbench data figure emoji --out emoji.png # a grid of 8 classes by their vendors
 """
@@ -157,6 +170,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--url", default=None, help="download from this mirror or file:// URL instead"
     )
     prep.add_argument("--sha256", default=None, help="expected SHA-256 of the archive at --url")
+    prep.add_argument(
+        "--themes",
+        default=None,
+        help="icons: the comma-separated theme set to render, in order, as a protocol's "
+        "data.params.themes names it (default: the five of the committed boards)",
+    )
     prep.add_argument(
         "--keep-archive", action="store_true", help="keep the archive after extracting"
     )

@@ -470,7 +470,7 @@ class EmojiImages(RenderedImages):
     )
     mirrored = "an arrow or a hand is another emoji"
 
-    def prepared_root(self, cache_dir: Path) -> Path:
+    def prepared_root(self, cache_dir: Path, params: GroupSplitParams) -> Path:
         return prepared_root(cache_dir)
 
     def licences(self, root: Path) -> dict[str, Any]:

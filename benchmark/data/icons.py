@@ -1,12 +1,15 @@
-"""Icons: one class per freedesktop icon name, one image per icon theme (issue #32).
+"""Icons: one class per freedesktop icon name, one image per icon theme (issues #32, #47).
 
 The task is cross-style retrieval: ``go-next`` drawn by Adwaita, Tango, Oxygen, Breeze and
 elementary-xfce are five images of one class, and a query must find the other drawings of its
-name. The themes come from Debian packages (``apt-get install ...``, :data:`THEMES`); nothing
-is downloaded. ``prepare`` renders them into the bring-your-own layout of
-:mod:`dmlbench.data.custom` (``images/<name>/<theme>.png``, ``index.csv`` with a ``group``
-column, ``sources.yaml``); the registered data set ``icons`` prepares on first use under the
-cache and splits by group (:data:`TEST_GROUPS`).
+name. The themes come from Debian packages (``apt-get install ...``,
+:data:`dmlbench.data.icon_themes.THEMES`, which also reads their licences); nothing is
+downloaded. ``data.params.themes`` chooses the theme set (default: the five above, the
+committed boards'; fifteen are known). ``prepare`` renders them into the bring-your-own
+layout of :mod:`dmlbench.data.custom` (``images/<name>/<theme>.png``, ``index.csv`` with a
+``group`` column, ``sources.yaml``); the registered data set ``icons`` prepares each theme
+set on first use under the cache, in a folder of its own, and splits by group
+(:data:`TEST_GROUPS`).
 
 Rules (why each exists is in docs/datasets.md, section "icons"):
 
@@ -16,9 +19,10 @@ Rules (why each exists is in docs/datasets.md, section "icons"):
   nominal size by resvg, as the theme's PNGs were;
 - symlinks and ``*-symbolic`` icons (monochrome stand-ins) are not images of their own; two
   names with identical pixels in one theme keep the image under one name only;
-- gnome-icon-theme is left out: its full-colour art is Adwaita's (most common names are
-  pixel-identical), and an image that is (near-)identical to another theme's image of the same
-  class is dropped, as a positive pair that is a copy teaches nothing;
+- an image that is (near-)identical to an earlier theme's image of the same class is dropped,
+  as a positive pair that is a copy teaches nothing: the order of the theme set decides which
+  copy stays (gnome-icon-theme's full-colour art is largely Adwaita's, elementary's
+  elementary-xfce's, and Paper, Moka and Faenza share drawings);
 - a class is a name drawn by at least :data:`MIN_THEMES` of the kept themes; its group is the
   freedesktop context (``actions``, ``apps``, ...) most of its themes file it under;
 - every image goes through one pipeline, so no theme can be told apart by format: crop to the
@@ -34,7 +38,6 @@ import hashlib
 import io
 import os
 import shutil
-import subprocess
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -43,11 +46,20 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from dmlbench.data.about import About
 from dmlbench.data.base import DATASETS
-from dmlbench.data.licences import default_licence, file_stanza, package_stanzas
+from dmlbench.data.icon_themes import (
+    BY_FOLDER,
+    DEFAULT_THEMES,
+    Icon,
+    check_themes,
+    chosen,
+    icon_licence,
+    package_version,
+    theme_licence,
+)
 from dmlbench.data.rendered import (
     GroupSplitParams,
     RenderedImages,
@@ -84,71 +96,8 @@ CONTEXTS = {
 }
 
 
-@dataclass(frozen=True)
-class Theme:
-    """A kept icon theme: its folder under ``<data dir>/icons``, Debian package, upstream.
-
-    ``sources``: further source-tree paths (``{name}``: the icon name) an installed icon may
-    be built from, for the Debian copyright file's per-file stanzas (:func:`icon_sources`);
-    Adwaita renders its PNGs from ``src/fullcolor/<name>.svg``.
-    """
-
-    folder: str
-    package: str
-    url: str
-    author: str
-    sources: tuple[str, ...] = ()
-
-
-# Order matters: of two near-identical images of a class, the earlier theme's is kept
-# (elementary-xfce borrows a few GNOME drawings, so it comes after Adwaita).
-THEMES = (
-    Theme(
-        "Adwaita",
-        "adwaita-icon-theme",
-        "https://gitlab.gnome.org/GNOME/adwaita-icon-theme",
-        "GNOME Project",
-        ("src/fullcolor/{name}.svg", "41/src/fullcolor/{name}.svg"),
-    ),
-    Theme(
-        "Tango",
-        "tango-icon-theme",
-        "http://tango.freedesktop.org/Tango_Icon_Library",
-        "Tango Desktop Project",
-    ),
-    Theme(
-        "oxygen",
-        "oxygen-icon-theme",
-        "https://invent.kde.org/frameworks/oxygen-icons5",
-        "Oxygen Team (KDE)",
-    ),
-    Theme(
-        "breeze",
-        "breeze-icon-theme",
-        "https://invent.kde.org/frameworks/breeze-icons",
-        "KDE Visual Design Group",
-    ),
-    Theme(
-        "elementary-xfce",
-        "elementary-xfce-icon-theme",
-        "https://github.com/shimmerproject/elementary-xfce",
-        "Daniel Foré, Simon Steinbeiß and contributors",
-    ),
-)
-
 # The fixed test side of the ``icons`` data set: whole contexts, about half of the classes.
 TEST_GROUPS = ("actions", "devices", "emotes", "categories")
-
-
-@dataclass(frozen=True)
-class Icon:
-    """One theme's file for one icon name, with its nominal size and context."""
-
-    theme: str
-    name: str
-    path: Path
-    size: int
-    context: str
 
 
 def data_dirs() -> list[Path]:
@@ -157,15 +106,16 @@ def data_dirs() -> list[Path]:
     return [Path(d) for d in dirs.split(":") if d]
 
 
-def theme_folders() -> dict[str, Path]:
-    """Each kept theme's folder; a missing one is one line naming the packages to install."""
+def theme_folders(themes: tuple[str, ...] = DEFAULT_THEMES) -> dict[str, Path]:
+    """Each chosen theme's folder, in the given order; a missing one is one line naming the
+    packages to install."""
     found: dict[str, Path] = {}
-    for theme in THEMES:
+    for theme in chosen(themes):
         for d in data_dirs():
             if (d / "icons" / theme.folder / "index.theme").is_file():
                 found[theme.folder] = d / "icons" / theme.folder
                 break
-    missing = [t for t in THEMES if t.folder not in found]
+    missing = [t for t in chosen(themes) if t.folder not in found]
     if missing:
         where = ":".join(str(d / "icons") for d in data_dirs())
         raise DataError(
@@ -264,18 +214,19 @@ class IconSet:
 
 
 def collect(folders: dict[str, Path], classes: tuple[str, ...] | None = None) -> IconSet:
-    """Apply the rules of the module docstring; ``classes`` limits the names (tests)."""
-    per_theme = {t.folder: theme_icons(t.folder, folders[t.folder]) for t in THEMES}
+    """Apply the rules of the module docstring to the themes of ``folders``, in its order (an
+    earlier theme's drawing is kept); ``classes`` limits the names (tests)."""
+    per_theme = {t: theme_icons(t, folder) for t, folder in folders.items()}
     count = Counter(n for icons in per_theme.values() for n in icons)
     names = sorted(n for n, c in count.items() if c >= MIN_THEMES)
     if classes is not None:
         names = [n for n in names if n in set(classes)]
     images: dict[str, list[tuple[str, Image.Image]]] = defaultdict(list)
-    for t in THEMES:
+    for t in folders:
         seen: dict[bytes, str] = {}
         # a name drawn by more themes keeps an aliased image (it is likelier to be a class)
         for name in sorted(names, key=lambda n: (-count[n], n)):
-            icon = per_theme[t.folder].get(name)
+            icon = per_theme[t].get(name)
             if icon is None:
                 continue
             src = source_image(icon)
@@ -284,7 +235,7 @@ def collect(folders: dict[str, Path], classes: tuple[str, ...] | None = None) ->
                 continue  # an alias of seen[digest] in this theme
             flat = flatten(render(src))
             if not any(near(flat, other) for _, other in images[name]):
-                images[name].append((t.folder, flat))
+                images[name].append((t, flat))
     kept = {n: images[n] for n in sorted(images) if len(images[n]) >= MIN_THEMES}
     groups = {n: group_of([per_theme[t][n].context for t, _ in kept[n]]) for n in kept}
     return IconSet(kept, groups)
@@ -304,62 +255,30 @@ def group_of(contexts: list[str]) -> str:
     return max(votes, key=lambda v: counts[v])  # max keeps the first of equal counts
 
 
-def package_version(package: str) -> str:
-    try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", package],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+def prepared_themes(root: Path) -> tuple[str, ...]:
+    """The theme set a prepared folder was rendered from, in its order (``sources.yaml``)."""
+    import yaml
 
-
-def package_licence(package: str) -> str:
-    """The ``License`` of the ``Files: *`` paragraph of the package's Debian copyright file:
-    the package's default, as ``sources.yaml`` records it. An image's own licence may differ
-    (:func:`icon_licence`)."""
-    return default_licence(package_stanzas(package))
-
-
-def icon_sources(theme: Theme, icon: Icon, folder: Path) -> list[str]:
-    """The source-tree paths the installed ``icon`` may be built from, as the Debian
-    copyright file's ``Files:`` patterns name them: its path under the icons folder
-    (``elementary-xfce/emblems/48/emblem-readonly.png``), the SVG a PNG is rendered from, and
-    the theme's own :attr:`Theme.sources`."""
-    rel = f"{theme.folder}/{icon.path.relative_to(folder).as_posix()}"
-    paths = [rel]
-    if icon.path.suffix == ".png":
-        paths.append(rel[: -len(".png")] + ".svg")
-    paths += [t.format(name=icon.name) for t in theme.sources]
-    return paths
-
-
-def icon_licence(theme: Theme, icon: Icon, folder: Path) -> tuple[str, str]:
-    """``(licence, copyright)`` of one icon file: the stanza of its package's copyright file
-    that matches it, the last one winning (``unknown`` when none does)."""
-    stanza = file_stanza(package_stanzas(theme.package), icon_sources(theme, icon, folder))
-    return (stanza.licence, stanza.copyright) if stanza else ("unknown", "")
+    meta = yaml.safe_load((root / "sources.yaml").read_text(encoding="utf-8"))
+    return tuple(str(s["name"]) for s in meta["sources"])
 
 
 def licences(root: Path) -> dict[str, Any]:
-    """The licence record of a prepared folder (``licences.yaml``): per theme its package
-    default, author and home; per image the licence of the theme file it was rendered from.
+    """The licence record of a prepared folder (``licences.yaml``): per theme its licence,
+    author and home; per image the licence of the theme file it was rendered from.
 
     Written beside ``sources.yaml``, not into it: the data fingerprint hashes that file's
     bytes, and the committed boards' fingerprints must not move with a licence's wording.
     """
     import csv
 
-    folders = theme_folders()
-    by_folder = {t.folder: t for t in THEMES}
-    icons = {t.folder: theme_icons(t.folder, folders[t.folder]) for t in THEMES}
+    themes = chosen(prepared_themes(root))
+    folders = theme_folders(tuple(t.folder for t in themes))
+    icons = {t.folder: theme_icons(t.folder, folders[t.folder]) for t in themes}
     images: dict[str, dict[str, str]] = {}
     with (root / "index.csv").open(newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
-            theme = by_folder[Path(row["path"]).stem]
+            theme = BY_FOLDER[Path(row["path"]).stem]
             icon = icons[theme.folder][row["label"]]
             licence, holders = icon_licence(theme, icon, folders[theme.folder])
             images[row["path"]] = {
@@ -367,29 +286,31 @@ def licences(root: Path) -> dict[str, Any]:
                 "file": f"{theme.folder}/{icon.path.relative_to(folders[theme.folder])}",
                 "copyright": holders,
             }
-    themes = [
+    rows = [
         {
             "name": t.folder,
             "package": t.package,
-            "licence": package_licence(t.package),
+            "licence": theme_licence(t),
             "author": t.author,
             "url": t.url,
             "copyright_file": f"/usr/share/doc/{t.package}/copyright",
         }
-        for t in THEMES
+        for t in themes
     ]
-    return {"sources": themes, "images": images}
+    return {"sources": rows, "images": images}
 
 
-def sources(counts: dict[str, int] | None = None) -> list[dict[str, Any]]:
-    """One ``sources.yaml`` entry per theme (images: how many it gives the set)."""
+def sources(
+    counts: dict[str, int] | None = None, themes: tuple[str, ...] = DEFAULT_THEMES
+) -> list[dict[str, Any]]:
+    """One ``sources.yaml`` entry per chosen theme (images: how many it gives the set)."""
     rows = []
-    for t in THEMES:
+    for t in chosen(themes):
         row: dict[str, Any] = {
             "name": t.folder,
             "package": t.package,
             "version": package_version(t.package),
-            "licence": package_licence(t.package),
+            "licence": theme_licence(t),
             "url": t.url,
         }
         if counts is not None:
@@ -416,14 +337,16 @@ def settings() -> dict[str, Any]:
     }
 
 
-def prepare(dest: Path, classes: tuple[str, ...] | None = None) -> Path:
-    """Render every kept theme into ``dest`` (replaced whole, atomically); returns ``dest``.
+def prepare(
+    dest: Path, classes: tuple[str, ...] | None = None, themes: tuple[str, ...] = DEFAULT_THEMES
+) -> Path:
+    """Render the chosen themes into ``dest`` (replaced whole, atomically); returns ``dest``.
 
     Bytes are deterministic: PNGs without metadata, files and rows in sorted order.
     """
     import yaml
 
-    folders = theme_folders()
+    folders = theme_folders(themes)
     resvg()  # fail before rendering half of the themes
     icons = collect(folders, classes)
     if not icons.images:
@@ -441,7 +364,7 @@ def prepare(dest: Path, classes: tuple[str, ...] | None = None) -> Path:
                 rows.append(f"{rel},{name},{icons.groups[name]}")
                 per_theme[theme] += 1
         (tmp / "index.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-        meta = {"sources": sources(dict(per_theme)), "settings": settings()}
+        meta = {"sources": sources(dict(per_theme), themes), "settings": settings()}
         (tmp / "sources.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), "utf-8")
         write_licences(tmp, licences(tmp))
         old = dest.with_name(f".{dest.name}.old")
@@ -454,30 +377,47 @@ def prepare(dest: Path, classes: tuple[str, ...] | None = None) -> Path:
     return dest
 
 
-def prepared_root(cache: Path) -> Path:
-    """The prepared set under ``cache/icons``, rendered on first use, keyed by the theme
-    packages' versions, :func:`settings` and the theme folders: an upgraded theme or a changed
-    pipeline is a new folder, never a stale one."""
-    folders = theme_folders()
-    key = repr(([(s["package"], s["version"]) for s in sources()], settings(), folders))
-    return prepared_under(cache / "icons", key, prepare)
+def prepared_root(cache: Path, themes: tuple[str, ...] = DEFAULT_THEMES) -> Path:
+    """The prepared set of the theme set ``themes`` under ``cache/icons``, rendered on first
+    use, keyed by the chosen theme packages' versions, :func:`settings` and the chosen themes'
+    folders (in their order): an upgraded theme, a changed pipeline or another theme set is a
+    new folder, never a stale one. (The default set's key material is what it was before the
+    theme set was a parameter, so its folder, and the committed boards' data, stay put.)"""
+    folders = theme_folders(themes)
+    versions = [(s["package"], s["version"]) for s in sources(themes=themes)]
+    key = repr((versions, settings(), folders))
+    return prepared_under(cache / "icons", key, lambda dest: prepare(dest, themes=themes))
 
 
 class IconsParams(GroupSplitParams):
-    """``data.params`` of ``icons``: the groups (freedesktop contexts) held out for test."""
+    """``data.params`` of ``icons``: the groups (freedesktop contexts) held out for test, and
+    the icon themes drawn from, in the order that keeps a drawing (of two near-identical
+    drawings of a class, the earlier theme's)."""
 
     test_groups: tuple[str, ...] = Field(TEST_GROUPS, min_length=1)
+    themes: tuple[str, ...] = Field(
+        DEFAULT_THEMES,
+        min_length=MIN_THEMES,
+        description="icon theme folders (dmlbench.data.icon_themes.THEMES), in the order "
+        "that keeps a drawing; default: the five of the committed boards",
+    )
+
+    @field_validator("themes")
+    @classmethod
+    def _known_themes(cls, themes: tuple[str, ...]) -> tuple[str, ...]:
+        return check_themes(themes)
 
 
 @DATASETS.register("icons")
 class Icons(RenderedImages):
-    """Freedesktop icon names across five themes; prepared on first use, split by context."""
+    """Freedesktop icon names across a set of themes (``themes``: five by default, fifteen
+    known); each set prepared on first use, split by context."""
 
     Params = IconsParams
     name = "icons"
-    description = "icon names across 5 freedesktop themes (Debian packages), split by context"
+    description = "icon names across 5-15 freedesktop themes (Debian packages), split by context"
     about = About(
-        source="5 freedesktop icon themes installed as Debian packages, rendered",
+        source="5 (default) to 15 freedesktop icon themes installed as Debian packages, rendered",
         licence="each icon's licence from its package's copyright file, recorded per image in "
         "the prepared folder's licences.yaml (dmlbench.data.licences)",
         splits="by freedesktop context",
@@ -486,8 +426,9 @@ class Icons(RenderedImages):
     )
     mirrored = "go-next is go-previous"
 
-    def prepared_root(self, cache_dir: Path) -> Path:
-        return prepared_root(cache_dir)
+    def prepared_root(self, cache_dir: Path, params: GroupSplitParams) -> Path:
+        assert isinstance(params, IconsParams)
+        return prepared_root(cache_dir, params.themes)
 
     def licences(self, root: Path) -> dict[str, Any]:
         return licences(root)
@@ -503,4 +444,4 @@ FIGURE_CLASSES = (
     "utilities-terminal",
     "x-office-document",
 )
-FIGURE_SOURCES = tuple(t.folder for t in THEMES)
+FIGURE_SOURCES = DEFAULT_THEMES  # the prepared set of the default themes

@@ -66,8 +66,9 @@ class RenderedImages(CustomImages):
     reads_root = False
     mirrored: ClassVar[str]  # what a mirror image would be, for the refusal's one line
 
-    def prepared_root(self, cache_dir: Path) -> Path:
-        """The prepared root under ``cache_dir``, rendered on first use."""
+    def prepared_root(self, cache_dir: Path, params: GroupSplitParams) -> Path:
+        """The prepared root under ``cache_dir`` of what ``params`` chooses to render (icons:
+        the theme set), rendered on first use."""
         raise NotImplementedError
 
     def licences(self, root: Path) -> dict[str, Any]:
@@ -121,7 +122,7 @@ class RenderedImages(CustomImages):
         the committed boards."""
         if self.images is not None and self.images.train.hflip > 0:
             raise DataError(f"{self.name}: images.train.hflip must be 0: mirrored, {self.mirrored}")
-        prepared = self.prepared_root(cache_dir)
+        prepared = self.prepared_root(cache_dir, params)
         self.dropped = frozenset()
         if params.distinct:
             self.dropped = self._lookalikes(params, prepared, cache_dir)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dmlbench.data import glyphs, licences
+from dmlbench.data import glyphs, icon_themes, licences
 from dmlbench.data.licences import file_stanza, parse_copyright, pattern_regex
 
 # A DEP-5 file in the shape of elementary-xfce's, with the traps of the real ones: free text
@@ -122,25 +122,95 @@ def test_an_unreadable_copyright_file_is_unknown(
 def test_an_icon_gets_the_licence_of_its_own_stanza(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """icons.icon_licence reads the theme package's copyright file per file."""
-    from dmlbench.data import icons
-
+    """icon_licence reads the theme package's copyright file per file."""
     (tmp_path / "some-theme-pkg").mkdir()
     (tmp_path / "some-theme-pkg" / "copyright").write_text(FIXTURE, encoding="utf-8")
     monkeypatch.setattr(licences, "DOC_DIR", tmp_path)
     licences.package_stanzas.cache_clear()
-    theme = icons.Theme("some-theme", "some-theme-pkg", "https://example.org", "Someone")
+    theme = icon_themes.Theme("some-theme", "some-theme-pkg", "https://example.org", "Someone")
     folder = tmp_path / "icons" / "some-theme"
 
-    def icon(rel: str) -> icons.Icon:
-        return icons.Icon("some-theme", Path(rel).stem, folder / rel, 48, "Emblems")
+    def icon(rel: str) -> icon_themes.Icon:
+        return icon_themes.Icon("some-theme", Path(rel).stem, folder / rel, 48, "Emblems")
 
-    assert icons.icon_licence(theme, icon("emblems/48/emblem-readonly.png"), folder) == (
+    assert icon_themes.icon_licence(theme, icon("emblems/48/emblem-readonly.png"), folder) == (
         "CC-BY-SA-2.0",
         "2005-2009 Lapo Calamandrei",
     )
-    assert icons.icon_licence(theme, icon("emblems/48/emblem-favorite.png"), folder)[0] == "GPL-2+"
-    assert icons.package_licence("some-theme-pkg") == "GPL-2+"  # sources.yaml's: the default
+    favorite = icon("emblems/48/emblem-favorite.png")
+    assert icon_themes.icon_licence(theme, favorite, folder)[0] == "GPL-2+"
+    assert icon_themes.package_licence("some-theme-pkg") == "GPL-2+"  # the default
+    assert icon_themes.theme_licence(theme) == "GPL-2+"  # sources.yaml's: its files' stanza
+    licences.package_stanzas.cache_clear()
+
+
+# Yaru's and mate's shapes: the art in a stanza of its own under another licence than the
+# package's code (Yaru: source tree icons/Yaru/..., installed as Yaru/...), or no "Files: *".
+YARU_LIKE = """\
+Files: *
+Copyright: 2018 The Code Authors
+License: GPL-3.0+
+
+Files: icons/*
+Copyright: 2018, Sam Hewitt <sam@snwh.org>
+License: CC-BY-SA-4.0
+"""
+MATE_LIKE = """\
+Files: src/*.svg
+       mate/*
+Copyright: 2009-2013, Perberos
+License: LGPL-3+ or CC-BY-SA
+
+Files: debian/*
+Copyright: 2011 A Packager
+License: GPL-2+
+"""
+# elementary's shape: the source tree is the theme folder itself (actions/48/x.svg).
+ELEMENTARY_LIKE = """\
+Files: *
+Copyright: 2021 elementary LLC
+License: GPL-3.0-or-later
+
+Files:
+ actions/48/node-insert.svg
+Copyright: 2021 elementary LLC
+License: GPL-2.0
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "sources", "folder", "icon_path", "expected", "theme_default", "package_default"),
+    [
+        (YARU_LIKE, ("icons/{file}",), "Yaru", "48x48/apps/x.png", "CC-BY-SA-4.0", "CC-BY-SA-4.0", "GPL-3.0+"),
+        (YARU_LIKE, (), "Yaru", "48x48/apps/x.png", "GPL-3.0+", "GPL-3.0+", "GPL-3.0+"),
+        (MATE_LIKE, (), "mate", "48x48/apps/x.png", "LGPL-3+ or CC-BY-SA", "LGPL-3+ or CC-BY-SA", "unknown"),
+        (ELEMENTARY_LIKE, ("{path}",), "elementary", "actions/48/node-insert.svg", "GPL-2.0", "GPL-3.0-or-later", "GPL-3.0-or-later"),
+        (ELEMENTARY_LIKE, (), "elementary", "actions/48/node-insert.svg", "GPL-3.0-or-later", "GPL-3.0-or-later", "GPL-3.0-or-later"),
+    ],
+)  # fmt: skip
+def test_a_theme_tree_maps_installed_icons_to_their_stanzas(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    text: str,
+    sources: tuple[str, ...],
+    folder: str,
+    icon_path: str,
+    expected: str,
+    theme_default: str,
+    package_default: str,
+) -> None:
+    """``Theme.sources`` templates ({file}, {path}) reach the stanza of a theme whose source
+    tree differs from its installed layout; without them the icon falls to ``Files: *``."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "copyright").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(licences, "DOC_DIR", tmp_path)
+    licences.package_stanzas.cache_clear()
+    theme = icon_themes.Theme(folder, "pkg", "https://example.org", "Someone", sources)
+    root = tmp_path / "icons" / folder
+    icon = icon_themes.Icon(folder, Path(icon_path).stem, root / icon_path, 48, "Apps")
+    assert icon_themes.icon_licence(theme, icon, root)[0] == expected
+    assert icon_themes.theme_licence(theme) == theme_default
+    assert icon_themes.package_licence("pkg") == package_default
     licences.package_stanzas.cache_clear()
 
 
@@ -156,13 +226,62 @@ def test_the_real_emblem_readonly_is_cc_by_sa_2_0() -> None:
     """The case of the issue: Debian's file says GPL-2+ for *, CC-BY-SA-2.0 for this icon."""
     from dmlbench.data import icons
 
-    theme = next(t for t in icons.THEMES if t.folder == "elementary-xfce")
+    theme = icon_themes.BY_FOLDER["elementary-xfce"]
     found = icons.theme_icons(theme.folder, ELEMENTARY_ICONS)
     for name in ("emblem-readonly", "emblem-unreadable"):
-        licence, holders = icons.icon_licence(theme, found[name], ELEMENTARY_ICONS)
+        licence, holders = icon_themes.icon_licence(theme, found[name], ELEMENTARY_ICONS)
         assert licence == "CC-BY-SA-2.0" and "Lapo Calamandrei" in holders, name
-    assert icons.icon_licence(theme, found["go-next"], ELEMENTARY_ICONS)[0] == "GPL-2+"
-    assert icons.package_licence(theme.package) == "GPL-2+"
+    assert icon_themes.icon_licence(theme, found["go-next"], ELEMENTARY_ICONS)[0] == "GPL-2+"
+    assert icon_themes.package_licence(theme.package) == "GPL-2+"
+
+
+DOC = Path("/usr/share/doc")
+# Per theme: (an icon name, its licence read per file, the theme's licence in sources.yaml).
+# Yaru's art is CC-BY-SA-4.0 in a GPL-3.0+ package; mate's and suru's copyright files have no
+# "Files: *" (their package default is unknown, their art's stanza is not); Paper's builder
+# has a stanza of its own.
+NEW_THEMES = {
+    "Papirus": ("accessories-calculator", "GPL-3", "GPL-3"),
+    "Numix": ("applications-games", "GPL-3+", "GPL-3+"),
+    "Faenza": ("go-next", "GPL-3+", "GPL-3+"),
+    "gnome": ("go-next", "GPL-2+", "GPL-2+"),
+    "mate": ("go-next", "LGPL-3+ or CC-BY-SA", "LGPL-3+ or CC-BY-SA"),
+    "Yaru": ("folder-music", "CC-BY-SA-4.0", "CC-BY-SA-4.0"),
+    "Paper": ("builder", "CC-BY-SA-4.0", "CC-BY-SA-3.0"),
+    "suru": ("folder-music", "CC-BY-SA-3.0", "CC-BY-SA-3.0"),
+    "Moka": ("accessories-calculator", "CC-BY-SA-4.0 or GPL-3+", "CC-BY-SA-4.0 or GPL-3+"),
+    "elementary": ("go-next", "GPL-3.0-or-later", "GPL-3.0-or-later"),
+}
+
+
+@pytest.mark.parametrize("folder", list(NEW_THEMES))
+def test_the_new_themes_get_their_licences_from_their_copyright_files(folder: str) -> None:
+    """The ten themes of issue #47, read as the five are: one icon's own licence, the theme's,
+    and no icon of a sample without a licence."""
+    from dmlbench.data import icons
+
+    theme = icon_themes.BY_FOLDER[folder]
+    root = Path("/usr/share/icons") / folder
+    if not ((root / "index.theme").is_file() and (DOC / theme.package / "copyright").is_file()):
+        pytest.skip(f"{theme.package} is not installed")
+    name, licence, default = NEW_THEMES[folder]
+    found = icons.theme_icons(folder, root)
+    assert icon_themes.icon_licence(theme, found[name], root)[0] == licence
+    assert icon_themes.theme_licence(theme) == default
+    sample = sorted(found)[:: max(1, len(found) // 50)]
+    assert all(icon_themes.icon_licence(theme, found[n], root)[0] != "unknown" for n in sample)
+
+
+def test_the_five_themes_licence_is_their_package_default() -> None:
+    """sources.yaml of the committed boards' set records each theme's licence; for the five,
+    the stanza of their files is the package's ``Files: *``, so those bytes (hashed into the
+    data fingerprint) did not move when the theme's licence replaced the package default."""
+    for folder in icon_themes.DEFAULT_THEMES:
+        theme = icon_themes.BY_FOLDER[folder]
+        if not (DOC / theme.package / "copyright").is_file():
+            pytest.skip(f"{theme.package} is not installed")
+        assert icon_themes.theme_licence(theme) == icon_themes.package_licence(theme.package)
+        assert icon_themes.package_licence(theme.package) != "unknown"
 
 
 def test_the_glyphs_fonts_licences_are_read_from_their_licence_files() -> None:
