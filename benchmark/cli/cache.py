@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dmlbench.errors import DmlbenchError
 
-KINDS = ("images", "glyphs", "poses", "neighbours")
+KINDS = ("images", "glyphs", "hanzi", "hangul", "poses", "neighbours")
 
 
 def entries(root: Path) -> list[Path]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import unicodedata
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from dmlbench.data.base import (
     Split,
     fingerprint_arrays,
 )
+from dmlbench.data.letters import clean_drawing, render_letter
 from dmlbench.data.npz_cache import load_or_rebuild
 from dmlbench.protocol import MAX_SEED, Bool, FrozenModel, Int
 
@@ -57,7 +58,6 @@ FONT_FILES = tuple(
     )
     for style in styles
 )
-SUPERSAMPLE = 4  # render at 4x and downsample: anti-aliased strokes at 32 px
 # The two font families rendered, with the licence file matplotlib ships beside them (the
 # copies rendered are matplotlib's, so their licences are read there; Debian's
 # fonts-dejavu-core says the same, "bitstream-vera") and the marker that identifies each text.
@@ -192,43 +192,14 @@ def _font(index: int, size: int) -> Any:
 
 
 def render(ch: str, font_index: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """One randomly transformed instance of ``ch`` as a (size, size) uint8 array."""
-    from PIL import Image, ImageDraw
-
-    canvas = size * SUPERSAMPLE
-    scale = rng.uniform(0.55, 0.8)
-    stroke = int(rng.integers(0, 3)) * SUPERSAMPLE // 2
-    dx, dy = rng.uniform(-0.08, 0.08, size=2) * canvas
-    angle = rng.uniform(-15.0, 15.0)
-    font = _font(font_index, max(8, int(canvas * scale)))
-    img = Image.new("L", (canvas, canvas), 0)
-    ImageDraw.Draw(img).text(
-        (canvas / 2 + dx, canvas / 2 + dy),
-        ch,
-        fill=255,
-        font=font,
-        anchor="mm",
-        stroke_width=stroke,
-        stroke_fill=255,
-    )
-    img = img.rotate(angle, resample=Image.Resampling.BICUBIC)
-    img = img.resize((size, size), resample=Image.Resampling.BOX)
-    arr = np.asarray(img, dtype=np.float32)
-    arr += rng.normal(0.0, rng.uniform(0.0, 12.0), size=arr.shape)
-    return np.clip(arr, 0, 255).astype(np.uint8)
+    """One randomly transformed instance of ``ch`` in font ``font_index`` (:mod:`letters`)."""
+    return render_letter(ch, partial(_font, font_index), size, rng)
 
 
 def drawing(ch: str, font_index: int, size: int) -> np.ndarray:
-    """``ch`` in one font at ``size`` px, as :func:`render` draws it before its random
-    transform (middle scale, no stroke, offset, rotation or noise): what two classes share
+    """``ch`` in one font at ``size`` px before its random transform: what two classes share
     when a font draws them alike (:mod:`dmlbench.data.audit`)."""
-    from PIL import Image, ImageDraw
-
-    canvas = size * SUPERSAMPLE
-    img = Image.new("L", (canvas, canvas), 0)
-    font = _font(font_index, max(8, int(canvas * 0.675)))
-    ImageDraw.Draw(img).text((canvas / 2, canvas / 2), ch, fill=255, font=font, anchor="mm")
-    return np.asarray(img.resize((size, size), resample=Image.Resampling.BOX), dtype=np.uint8)
+    return clean_drawing(ch, partial(_font, font_index), size)
 
 
 def select_classes(num_classes: int, distinct_at: int | None = None) -> list[str]:

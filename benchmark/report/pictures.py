@@ -94,8 +94,10 @@ def class_groups(
     if dataset == "glyphs":
         from dmlbench.data.glyphs import select_classes
 
-        n = int(protocol.data.params["num_classes"])
-        letters = select_classes(n)[n // 2 :]  # the second half are the test classes (ids from 0)
+        params = protocol.data.params
+        n = int(params["num_classes"])
+        distinct_at = int(params["image_size"]) if params.get("distinct") else None
+        letters = select_classes(n, distinct_at)[n // 2 :]  # the test classes (ids from 0)
         scripts = [unicodedata.name(ch, "OTHER").split()[0].capitalize() for ch in letters]
         counts = {s: scripts.count(s) for s in scripts}
         scripts = [s if counts[s] >= 5 else "Other" for s in scripts]

@@ -63,6 +63,24 @@ def test_glyph_groups_are_the_letters_scripts() -> None:
     assert {"Latin", "Greek", "Cyrillic"} <= set(groups.tolist())
 
 
+def test_glyph_groups_follow_the_distinct_letters() -> None:
+    """A ``distinct`` protocol's classes are the distinct letters, not v4's list."""
+    import unicodedata
+
+    from dmlbench.data.glyphs import select_classes
+
+    class P:
+        class data:
+            params = {"num_classes": 400, "image_size": 16, "distinct": True}
+
+    groups, _ = class_groups("glyphs", {}, np.arange(200), P())
+    letters = select_classes(400, 16)[200:]
+    scripts = [unicodedata.name(ch).split()[0].capitalize() for ch in letters]
+    assert groups is not None
+    assert all(g in (s, "Other") for g, s in zip(groups, scripts, strict=True))
+    assert select_classes(400, 16)[200:] != select_classes(400)[200:]  # the lists differ
+
+
 def test_groups_come_from_the_index_of_a_prepared_set(tmp_path: Path) -> None:
     (tmp_path / "index.csv").write_text(
         "path,label,group\na.png,cat,Animals\nb.png,apple,Food\nc.png,dog,Animals\n",
