@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dmlbench.data import cjk
+from dmlbench.data import DATASETS, cjk
 from dmlbench.data.audit import BLANK_STD, lookalikes
 from dmlbench.errors import DataError
 
@@ -76,11 +76,11 @@ def test_generation_is_deterministic_cached_and_split_by_code_point(tmp_path: Pa
     (path,) = (tmp_path / "hanzi").glob("*.npz")
     path.write_bytes(b"damaged")
     assert np.array_equal(cjk.load_or_generate("hanzi", params, tmp_path)[0], a)
-    splits = cjk.Hanzi().load(params, None, tmp_path)
+    splits = DATASETS.get("hanzi")().load(params, None, tmp_path)
     assert splits.train.num_classes == 2 and splits.test.num_classes == 4
     assert len(splits.train) == 2 * 16 and len(splits.test) == 4 * 16
     assert splits.info["first_test_class"] == f"U+{ord(ca[2]):04X}"
-    drawings = cjk.Hanzi().drawings(params, splits)
+    drawings = DATASETS.get("hanzi")().drawings(params, splits)
     assert drawings["train"].shape == (32, 256) and drawings["test"].shape == (64, 256)
 
 
@@ -88,7 +88,7 @@ def test_bad_parameters_and_missing_fonts_are_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(DataError, match="train_classes=6 leaves no test class"):
-        cjk.Hangul().load(cjk.CjkParams(num_classes=6, train_classes=6), None, tmp_path)
+        DATASETS.get("hangul")().load(cjk.CjkParams(num_classes=6, train_classes=6), None, tmp_path)
     monkeypatch.setattr(cjk, "common_characters", lambda name: ["\uac00", "\uac01", "\uac02"])
     with pytest.raises(DataError, match="num_classes=4 but its fonts share 3 characters"):
         cjk.select_classes("hangul", cjk.CjkParams(num_classes=4, train_classes=2))

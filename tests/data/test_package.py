@@ -31,8 +31,18 @@ def test_the_registry_is_whole_whenever_it_is_seen() -> None:
         "print(','.join(DATASETS.list()))"
     )
     names = _fresh(code).split(",")
-    assert len(names) == 11 and len(source_modules()) > len(names)  # and the helpers
-    assert {"glyphs", "emoji", "icons", "images", "mpii-pose", "cub200", "fractals"} <= set(names)
+    assert len(names) == 13 and len(source_modules()) > len(names)  # and the helpers
+    assert {
+        "glyphs",
+        "hanzi",
+        "hangul",
+        "emoji",
+        "icons",
+        "images",
+        "mpii-pose",
+        "cub200",
+        "fractals",
+    } <= set(names)
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
