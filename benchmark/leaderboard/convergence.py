@@ -10,8 +10,9 @@ when doubling it moves the best method by less than :data:`TOLERANCE` (1 point o
 selection metric) and changes the order of no two methods whose 1× scores differ by more
 than that.
 
-``python -m dmlbench.leaderboard.convergence --protocol NAME`` writes
-``NAME-convergence.csv``, ``.md`` and ``.png`` (one line per method against steps).
+``python -m dmlbench.leaderboard.convergence --protocol NAME --seeds 0,1,2 --jobs 2`` writes
+``NAME-convergence.csv`` (every training), ``.md`` (means over the seeds, and the verdict on
+them) and ``.png`` (one line per method's mean against steps, each seed a dot).
 """
 
 from __future__ import annotations
@@ -53,38 +54,72 @@ def scaled(protocol: Protocol, factor: float) -> Protocol:
     return protocol.with_overrides({"optim.epochs": epochs})
 
 
-def measure(protocol: Protocol, methods: list[str], seed: int = 0) -> pd.DataFrame:
-    """One row per (method, factor): epochs, steps and the validation score."""
-    from dmlbench.data.base import load_data
+_COLUMNS = ("method", "factor", "seed", "epochs", "steps", "seconds")
+
+
+def metric_of(frame: pd.DataFrame) -> str:
+    """The selection metric's column: the one that is not bookkeeping."""
+    return next(c for c in frame.columns if c not in _COLUMNS)
+
+
+def _one(protocol: Protocol, method: str, factor: float, seed: int, threads: int) -> dict:
+    """One training at ``factor`` times the epochs, scored on the validation classes."""
+    import torch
+
     from dmlbench.engine.evaluation import evaluate_model
     from dmlbench.engine.train import train
     from dmlbench.methods import method_for
     from dmlbench.metrics.selection import validation_spec
-    from dmlbench.search.validation import objective_metric, validation_folds
+    from dmlbench.search.validation import objective_metric
+
+    torch.set_num_threads(threads)
+    tr, va = _folds(protocol)
+    metric = objective_metric(protocol, tr.label_kind)
+    p = scaled(protocol, factor)
+    result = train(p, method_for(p, method, None, tr.num_classes), tr, seed, progress=False)
+    score = evaluate_model(validation_spec(protocol.metrics, metric), result.model, va, "cpu", seed)
+    print(f"{method} ×{factor:g} seed {seed}: {metric} {100 * score[metric]:.1f}", file=sys.stderr)
+    row = {"method": method, "factor": factor, "seed": seed, "epochs": p.optim.epochs}
+    return {**row, "steps": result.steps, metric: score[metric], "seconds": result.train_seconds}
+
+
+def _folds(protocol: Protocol) -> tuple:
+    """The validation fold's training and validation classes (the search's first fold)."""
+    from dmlbench.data.base import load_data
+    from dmlbench.search.validation import validation_folds
 
     data = load_data(protocol)
     v = protocol.search.validation
     tr_idx, va_idx = validation_folds(data.train, 1, v.fraction, protocol.seeds[0])[0]
-    tr, va = data.train.subset(tr_idx), data.train.subset(va_idx)
-    metric = objective_metric(protocol, tr.label_kind)
-    spec = validation_spec(protocol.metrics, metric)
-    rows = []
-    for method in methods:
-        for factor in FACTORS:
-            p = scaled(protocol, factor)
-            result = train(p, method_for(p, method, None, tr.num_classes), tr, seed, progress=False)
-            score = evaluate_model(spec, result.model, va, "cpu", seed)[metric]
-            rows.append(
-                {"method": method, "factor": factor, "epochs": p.optim.epochs,
-                 "steps": result.steps, metric: score, "seconds": result.train_seconds}
-            )  # fmt: skip
-            print(f"{method} ×{factor:g}: {metric} {100 * score:.1f}", file=sys.stderr)
+    return data.train.subset(tr_idx), data.train.subset(va_idx)
+
+
+def measure(
+    protocol: Protocol, methods: list[str], seeds: tuple[int, ...] = (0,), jobs: int = 1
+) -> pd.DataFrame:
+    """One row per (method, factor, seed): epochs, steps and the validation score. With
+    ``jobs`` > 1 the trainings run in that many processes of one thread each."""
+    tasks = [(m, f, s) for m in methods for f in FACTORS for s in seeds]
+    if jobs <= 1:
+        rows = [_one(protocol, m, f, s, 1) for m, f, s in tasks]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs) as pool:
+            futures = [pool.submit(_one, protocol, m, f, s, 1) for m, f, s in tasks]
+            rows = [f.result() for f in futures]
     return pd.DataFrame(rows)
 
 
+def means(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each (method, factor)'s mean score over the seeds: method × factor."""
+    return frame.pivot_table(index="method", columns="factor", values=metric_of(frame))
+
+
 def verdict(frame: pd.DataFrame) -> Verdict:
-    metric = frame.columns[4]
-    at = frame.pivot(index="method", columns="factor", values=metric)
+    """The module docstring's rule, on the means over seeds (one seed's noise alone can move
+    a method by more than the tolerance)."""
+    at = means(frame)
     best = str(at[1.0].idxmax())
     moved = float(at.loc[best, 2.0] - at.loc[best, 1.0])
     swapped = [
@@ -107,19 +142,28 @@ def write(frame: pd.DataFrame, name: str, out: Path) -> list[Path]:
     from dmlbench.report.tables import render_markdown
 
     out.mkdir(parents=True, exist_ok=True)
-    metric = frame.columns[4]
+    metric = metric_of(frame)
+    seeds = sorted(frame["seed"].unique())
     csv, md, png = (out / f"{name}-convergence.{ext}" for ext in ("csv", "md", "png"))
     atomic_write_text(csv, frame.to_csv(index=False))
-    table = frame.pivot(index="method", columns="factor", values=metric).mul(100).round(1)
+    table = means(frame).mul(100).round(1)
     epochs = frame.groupby("factor")["epochs"].first()
     table.columns = [f"{f:g}× ({epochs[f]} epochs)" for f in table.columns]
+    spread = frame.groupby(["method", "factor"])[metric].std().mean() if len(seeds) > 1 else None
     text = f"# {name}: validation {metric} against training length\n\n"
+    text += f"Mean over seeds {', '.join(str(s) for s in seeds)} ({len(seeds)})"
+    if spread is not None:
+        text += f"; a single seed's sd around it is {100 * spread:.1f} points on average"
+    text += ".\n\n"
     text += render_markdown(table.astype(str)) + f"\n\n{verdict(frame).sentence(name)}\n"
     atomic_write_text(md, text)
     fig, ax = plt.subplots(figsize=(7.6, 4.0), dpi=120)
     styles = line_styles(sorted(frame["method"].unique()))
     for method, rows in frame.groupby("method"):
-        ax.plot(rows["steps"], 100 * rows[metric], label=method, **styles[str(method)])
+        mean = rows.groupby("steps")[metric].mean()
+        ax.plot(mean.index, 100 * mean.values, label=method, **styles[str(method)])
+        style = {k: v for k, v in styles[str(method)].items() if k == "color"}
+        ax.scatter(rows["steps"], 100 * rows[metric], s=8, alpha=0.4, **style)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("training steps (½×, 1×, 2×, 4× the protocol's)")
     ax.set_ylabel(f"validation {metric} (%)")
@@ -137,12 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dmlbench.leaderboard.convergence")
     parser.add_argument("--protocol", required=True, help="protocol name or file")
     parser.add_argument("--method", help="comma-separated (default: the protocol's methods)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds (the table: means)")
+    parser.add_argument("--jobs", type=int, default=1, help="processes of one thread each")
     parser.add_argument("--out", type=Path, default=Path("reports/convergence"))
     args = parser.parse_args(argv)
     protocol = load_protocol(args.protocol).without_search()
     methods = args.method.split(",") if args.method else list(protocol.methods)
-    frame = measure(protocol, methods, args.seed)
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    frame = measure(protocol, methods, seeds, args.jobs)
     for path in write(frame, load_protocol(args.protocol).name, args.out):
         print(f"written: {path}")
     print(verdict(frame).sentence(protocol.name))

@@ -10,12 +10,13 @@ from dmlbench.leaderboard.convergence import FACTORS, main, scaled, verdict
 from dmlbench.protocol import load_protocol
 
 
-def _frame(scores: dict[str, list[float]]) -> pd.DataFrame:
+def _frame(scores: dict[str, list[float]], seed: int = 0) -> pd.DataFrame:
     rows = [
-        {"method": m, "factor": f, "epochs": 4 * f, "steps": 40 * f, "recall@1": v, "seconds": 1}
+        {"method": m, "factor": f, "seed": seed, "epochs": 4 * f, "steps": 40 * f,
+         "recall@1": v, "seconds": 1}
         for m, values in scores.items()
         for f, v in zip(FACTORS, values, strict=True)
-    ]
+    ]  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -41,6 +42,15 @@ def test_an_order_that_flips_when_doubled_has_not() -> None:
     assert not v.converged and v.swapped == [("c", "b")]
 
 
+def test_the_verdict_reads_the_means_over_seeds() -> None:
+    """Seed 0 alone says +3 points; seed 1 says -2.8: their mean moves by 0.1, converged."""
+    one = _frame({"a": [0.50, 0.60, 0.63, 0.63], "b": [0.40, 0.50, 0.50, 0.50]}, seed=0)
+    two = _frame({"a": [0.50, 0.60, 0.572, 0.60], "b": [0.40, 0.50, 0.50, 0.50]}, seed=1)
+    assert not verdict(one).converged
+    both = verdict(pd.concat([one, two]))
+    assert both.converged and abs(both.moved - 0.001) < 1e-9
+
+
 def test_scaled_epochs_round_up() -> None:
     p = load_protocol("emoji-mini")  # 3 epochs
     assert [scaled(p, f).optim.epochs for f in FACTORS] == [2, 3, 6, 12]
@@ -51,8 +61,16 @@ def test_the_command_writes_table_figure_and_verdict(tmp_path: Path, tiny_glyphs
 
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_glyphs_protocol.model_dump(mode="json")), encoding="utf-8")
-    assert main(["--protocol", str(path), "--method", "contrastive", "--out", str(tmp_path)]) == 0
+    argv = ["--protocol", str(path), "--method", "contrastive", "--seeds", "0,1", "--jobs", "2"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
     frame = pd.read_csv(tmp_path / "glyphs-tiny-convergence.csv")
-    assert list(frame["epochs"]) == [1, 1, 2, 4] and frame["recall@1"].between(0, 1).all()
+    assert list(frame["epochs"]) == [1, 1, 1, 1, 2, 2, 4, 4] and list(frame["seed"]) == [0, 1] * 4
+    assert frame["recall@1"].between(0, 1).all()
+    assert (
+        frame.loc[frame["seed"] == 0, "recall@1"]
+        .ne(frame.loc[frame["seed"] == 1, "recall@1"].values)
+        .any()
+    )
+    assert "Mean over seeds 0, 1 (2)" in (tmp_path / "glyphs-tiny-convergence.md").read_text()
     assert (tmp_path / "glyphs-tiny-convergence.png").stat().st_size > 1000
     assert "doubling the epochs" in (tmp_path / "glyphs-tiny-convergence.md").read_text()
