@@ -155,9 +155,11 @@ def _plain_licence(package: str) -> str:
 
 def common_characters(name: str) -> list[str]:
     """The characters of the set's block that every one of its fonts maps, in code point
-    order (the fonts' character maps, read with fontTools)."""
+    order (the fonts' character maps, read with fontTools); a :class:`DataError` naming the
+    packages when a font is missing (everything that draws starts here)."""
     from fontTools.ttLib import TTFont
 
+    check_installed(name)
     (lo, hi), fonts = SETS[name]
     common: set[int] | None = None
     for _, path, face, _ in fonts:
@@ -207,7 +209,6 @@ def select_classes(name: str, params: CjkParams) -> list[str]:
 
 def generate(name: str, params: CjkParams) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """All images (N, 1, S, S) uint8 and class ids (N,), classes in code point order."""
-    check_installed(name)
     classes = select_classes(name, params)
     fonts = len(_fonts(name))
     n = len(classes) * fonts * params.instances_per_font

@@ -97,3 +97,7 @@ def test_bad_parameters_and_missing_fonts_are_one_line(
     monkeypatch.setitem(cjk.SETS, "hanzi", (cjk.SETS["hanzi"][0], fonts))
     with pytest.raises(DataError, match="install the Debian packages fonts-made-up"):
         cjk.generate("hanzi", cjk.CjkParams(num_classes=4, train_classes=2))
+    with pytest.raises(DataError, match="install the Debian packages fonts-made-up"):
+        cjk.select_classes(
+            "hanzi", cjk.CjkParams(num_classes=4, train_classes=2)
+        )  # the audit's way in
