@@ -227,7 +227,7 @@ def generate(name: str, params: CjkParams) -> tuple[np.ndarray, np.ndarray, list
 def _cache_key(name: str, params: CjkParams) -> str:
     import PIL
 
-    from dmlbench.data.icon_themes import package_version
+    from dmlbench.data.licences import package_version
 
     packages = sorted({pkg for pkg, _, _, _ in _fonts(name)})
     versions = "|".join(f"{p}={package_version(p)}" for p in packages)

@@ -16,7 +16,6 @@ dropped by that order.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,19 +173,6 @@ class Icon:
     path: Path
     size: int
     context: str
-
-
-def package_version(package: str) -> str:
-    try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", package],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def package_licence(package: str) -> str:

@@ -57,9 +57,9 @@ from dmlbench.data.icon_themes import (
     check_themes,
     chosen,
     icon_licence,
-    package_version,
     theme_licence,
 )
+from dmlbench.data.licences import package_version
 from dmlbench.data.rendered import (
     GroupSplitParams,
     RenderedImages,

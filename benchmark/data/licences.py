@@ -21,9 +21,10 @@ caller passes every source path an installed file may come from (:func:`file_sta
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 DOC_DIR = Path("/usr/share/doc")
@@ -41,6 +42,23 @@ class Stanza:
     def matches(self, path: str) -> bool:
         """Whether one of the patterns matches ``path`` (relative to the source tree)."""
         return any(pattern_regex(p).fullmatch(path) for p in self.patterns)
+
+
+@cache
+def package_version(package: str) -> str:
+    """The installed version of a Debian package (``unknown`` without dpkg or the package):
+    part of the cache keys of data drawn from packages, so that an upgraded font or theme is
+    drawn again. Cached: a data set asks for it on every load."""
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", package],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 @lru_cache(maxsize=1024)

@@ -345,3 +345,14 @@ def test_emoji_licences_are_recorded_without_moving_the_fingerprint() -> None:
     assert data.fingerprint == committed_fingerprint("emoji-mini")
     record = yaml.safe_load(Path(data.info["licences"]).read_text(encoding="utf-8"))
     assert {s["name"]: s["licence"] for s in record["sources"]}["twemoji"] == "CC-BY-4.0"
+
+
+def test_a_package_version_is_dpkg_s_and_unknown_without_the_package() -> None:
+    """Versions key the caches of data drawn from packages: dpkg's own answer, or a word."""
+    import subprocess
+
+    dpkg = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "dpkg"], capture_output=True)
+    if dpkg.returncode != 0:
+        pytest.skip("no dpkg here")
+    assert licences.package_version("dpkg") == dpkg.stdout.decode().strip() != "unknown"
+    assert licences.package_version("no-such-package-dmlbench") == "unknown"
