@@ -175,7 +175,13 @@ def drawings_of(name: str, ch: str, size: int) -> np.ndarray:
 
 
 def select_classes(name: str, params: CjkParams) -> list[str]:
-    """``num_classes`` characters spread evenly over :func:`common_characters`: at each
+    """:func:`selection`'s characters."""
+    return selection(name, params)[0]
+
+
+def selection(name: str, params: CjkParams) -> tuple[list[str], np.ndarray]:
+    """``num_classes`` characters spread evenly over :func:`common_characters`, with their
+    drawings (:func:`drawings_of`, stacked in class order: the audit reads them): at each
     evenly spaced position, the first character from there on that is unused, drawn by every
     font (a font may map a character it draws blank: NanumSquare draws only the 2,350 common
     syllables) and whose drawings are all farther than the audit's near-identity from every
@@ -204,7 +210,7 @@ def select_classes(name: str, params: CjkParams) -> list[str]:
                 break
         else:
             raise DataError(f"{name}: too few distinct characters for {params.num_classes}")
-    return kept
+    return kept, rows
 
 
 def generate(name: str, params: CjkParams) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -297,10 +303,7 @@ class _CjkSource(DatasetSource):
         """Each image's drawing before its random transform, per split, in the splits'
         order (:func:`generate`'s: class, then font, then instance), on [0, 1]."""
         assert isinstance(params, CjkParams)
-        classes = select_classes(self.name, params)
-        per_class = [np.repeat(drawings_of(self.name, ch, params.image_size),
-                               params.instances_per_font, axis=0) for ch in classes]  # fmt: skip
-        rows = np.concatenate(per_class)
+        rows = np.repeat(selection(self.name, params)[1], params.instances_per_font, axis=0)
         n_train = len(splits.train)
         return {"train": rows[:n_train], "test": rows[n_train:]}
 

@@ -82,6 +82,8 @@ def test_generation_is_deterministic_cached_and_split_by_code_point(tmp_path: Pa
     assert splits.info["first_test_class"] == f"U+{ord(ca[2]):04X}"
     drawings = DATASETS.get("hanzi")().drawings(params, splits)
     assert drawings["train"].shape == (32, 256) and drawings["test"].shape == (64, 256)
+    each = np.concatenate([cjk.drawings_of("hanzi", c, 16) for c in ca])  # class, then font
+    assert np.array_equal(np.concatenate([drawings["train"], drawings["test"]]), each)
 
 
 def test_bad_parameters_and_missing_fonts_are_one_line(
