@@ -16,6 +16,10 @@ that match a file, the last one in the file wins.
 The patterns name *source* files, while a package installs built ones (elementary-xfce
 installs ``emblems/48/emblem-readonly.png`` rendered from the ``.svg`` its stanza names), so a
 caller passes every source path an installed file may come from (:func:`file_stanza`).
+
+The installed version of a package (:func:`package_version`, dpkg's answer) belongs to the
+same facts: the data sets drawn from a package key their caches by it, so an upgrade of the
+package's art rebuilds them.
 """
 
 from __future__ import annotations
