@@ -19,7 +19,9 @@ shared parts from pairs of methods, the own parts from each method less the shar
 
 With ``studies`` > 1 (:meth:`Components.with_studies`) each method is searched by several
 studies, each shifting the method's p by its own normal draw α_it (the selection luck), and
-seed s belongs to study s mod T, as ``dmlbench run`` shares the seeds out.
+seed s belongs to study s mod T, as ``dmlbench run`` shares the seeds out;
+:meth:`Components.with_outlier` gives one method a luck many times the others' (a search
+that sometimes fails).
 
 Procedures compared (:data:`PROCEDURES`): the package's (moments; nested in the studies where
 there are several), the crossed bootstrap it replaces (which counts the seed × class noise
@@ -87,6 +89,7 @@ class Components:
     seeds: int
     study: float = 0.0  # sd of a study's selection luck (one draw per method and study)
     studies: int = 1  # search studies per method; seed s belongs to study s mod T
+    outlier: tuple[int, float] | None = None  # (method, its study sd ÷ the others')
 
     def with_studies(self, studies: int, ratio: float = 1.0) -> Components:
         """The same board searched by ``studies`` studies per method, each shifting its
@@ -95,6 +98,22 @@ class Components:
         sd = ratio * math.sqrt(float(np.mean(self.seed_method**2)))
         name = f"{self.name}, {studies} studies, study sd {100 * sd:.2f} points"
         return replace(self, name=name, study=sd, studies=studies)
+
+    def with_outlier(self, ratio: float = 16.0, index: int = 5) -> Components:
+        """The same studies, but method ``index``'s selection luck ``ratio`` × the others':
+        a method whose search sometimes selects an unstable configuration, so that one of
+        its studies falls far below the others (a catastrophe). With 2 degrees of freedom
+        per method its luck cannot be told from the others' by a pool; each pair's own
+        estimate must carry it."""
+        name = f"{self.name}, method {index}'s study sd ×{ratio:g}"
+        return replace(self, name=name, outlier=(index, ratio))
+
+    def study_sds(self, k: int) -> np.ndarray:
+        """Each of ``k`` methods' study sd."""
+        sd = np.full(k, self.study)
+        if self.outlier is not None:
+            sd[self.outlier[0] % k] *= self.outlier[1]
+        return sd
 
     def study_labels(self) -> np.ndarray | None:
         """Each seed's study (round robin by position, as ``dmlbench run`` shares them out),
@@ -177,7 +196,8 @@ def simulate(
         + rng.normal(0, comp.seed_class_method, (k, s, c))
     )
     if comp.studies > 1:  # each method's studies: its own selection luck, seeds nested
-        p += rng.normal(0, comp.study, (k, comp.studies))[:, np.arange(s) % comp.studies, None]
+        luck = rng.normal(0, 1, (k, comp.studies)) * comp.study_sds(k)[:, None]
+        p += luck[:, np.arange(s) % comp.studies, None]
     hits = rng.binomial(counts.astype(np.int64), p.clip(0.005, 0.995)).astype(np.float64)
     return hits, counts
 
@@ -283,14 +303,15 @@ def describe(comp: Components) -> str:
 
 def generators(root: Path, boards: Sequence[str]) -> list[Components]:
     """One generator fitted to each board in ``boards`` (folders under ``root``), the first
-    one again with its methods' own seed sds 16× apart (strongly unequal), and the first one
+    one again with its methods' own seed sds 16× apart (strongly unequal), the first one
     searched by 3 studies per method whose selection luck has the own seed sd (the seeds
-    nested in studies)."""
+    nested in studies), and those studies with one method's luck 16× the others'."""
     comps = []
     for name in boards:
         records, _ = load_records(root / name)
         comps.append(fit_components(records, name))
-    return [*comps, comps[0].unequal(16.0), comps[0].with_studies(3)]
+    studies = comps[0].with_studies(3)
+    return [*comps, comps[0].unequal(16.0), studies, studies.with_outlier(16.0)]
 
 
 def procedures_for(comp: Components) -> list[str]:

@@ -190,31 +190,35 @@ def _shrunk_seed(rows: np.ndarray, seed: np.ndarray) -> np.ndarray:
 def _study_sim(mc: MeanCovariance, alpha: float = STUDY_BOUND) -> np.ndarray:
     """The study matrix the critical value simulates: what the seeds within studies imply
     (shrunk seed matrix + study × class − residual) plus the study component pooled over the
-    methods at a one-sided upper confidence bound (level 1 − ``alpha``), μ_α·P (P orthogonal
-    to the ones vector).
+    methods at a one-sided upper confidence bound (level 1 − ``alpha``), μ_α on the diagonal.
 
     Each method's search is its own, so the selection luck is independent across methods (a
-    diagonal target), and T − 1 = 2 degrees of freedom per method cannot tell the methods'
-    study variances apart; the intervals keep each pair's own estimate. The bound, not the
-    estimate: a board whose studies happened to agree has small standard errors *and*, from
-    the estimate, a small c (the simulated law then leans on the seeds' many degrees of
-    freedom), so the two errors compound (false *worse* 0.08–0.11 at α = 0.05 with the study
-    sd equal to the seed sd, docs/reports.md; :data:`STUDY_BOUND`). The pooled study mean
-    square's contrast part is a scaled χ² on (k − 1)(T − 1) degrees of freedom; its upper
-    bound, less what the seeds within studies imply, is μ_α (never below 0).
+    diagonal target: μ_α·I, not a contrast-only μ_α·P, because defaults vs tuned compares
+    each method's difference with 0, a row no contrast covers, and with one method P is 0),
+    and T − 1 = 2 degrees of freedom per method cannot tell the methods' study variances
+    apart; the intervals keep each pair's own estimate. The bound, not the estimate: a board
+    whose studies happened to agree has small standard errors *and*, from the estimate, a
+    small c (the simulated law then leans on the seeds' many degrees of freedom), so the two
+    errors compound (false *worse* 0.08–0.11 at α = 0.05 with the study sd equal to the seed
+    sd, docs/reports.md; :data:`STUDY_BOUND`). The pooled study mean square's contrast part
+    is a scaled χ² on (k − 1)(T − 1) degrees of freedom (one method: its own, on T − 1); its
+    upper bound, less what the seeds within studies imply, is μ_α (never below 0).
     """
     from scipy import stats
 
     assert mc.study is not None and mc.study_cls is not None
     k = len(mc.means)
     seed = mc.seed if mc.seed_sim is None else mc.seed_sim
-    p = np.eye(k) - 1.0 / k
-    nu = max(k - 1, 1) * mc.study_df[0]
-    pooled = float(np.trace(p @ mc.study @ p)) / max(k - 1, 1)
-    upper = pooled * nu / float(stats.chi2.ppf(alpha, nu))
     implied = seed + mc.study_cls - mc.resid
-    mu = max(upper - float(np.trace(p @ implied @ p)) / max(k - 1, 1), 0.0)
-    return implied + mu * p
+    if k > 1:
+        p = np.eye(k) - 1.0 / k
+        nu = (k - 1) * mc.study_df[0]
+        pooled = float(np.trace(p @ mc.study @ p)) / (k - 1)
+        below = float(np.trace(p @ implied @ p)) / (k - 1)
+    else:
+        nu, pooled, below = mc.study_df[0], float(mc.study[0, 0]), float(implied[0, 0])
+    upper = pooled * nu / float(stats.chi2.ppf(alpha, nu))
+    return implied + max(upper - below, 0.0) * np.eye(k)
 
 
 def study_groups(studies: np.ndarray | None, s: int) -> np.ndarray | None:

@@ -164,22 +164,29 @@ def pairs_floor(mc: MeanCovariance, alpha: float) -> float:
     k = len(mc.means)
     if k < 2:
         return 0.0
-    # nested: the df of the seeds within studies (the floor guards the seed matrix's
-    # plug-in; the study part's T − 1 df are in the simulation, at its upper bound)
-    within = replace(mc, study=None, study_cls=None, study_sim=None) if mc.nested else mc
-    nu = within.satterthwaite(pair_contrasts(k)[2])
+    nu = _within_studies(mc).satterthwaite(pair_contrasts(k)[2])
     nu = nu[np.isfinite(nu)]
     return _range_quantile(k, int(nu.min()) if nu.size else 1000, alpha)
+
+
+def _within_studies(mc: MeanCovariance) -> MeanCovariance:
+    """``mc`` without its study level. The floors guard the plug-in of the seed matrix, so
+    they keep the df of the seeds within studies: a row whose study part dominates has
+    about T − 1 = 2 df, and t_2's far tail would become every row's floor (the study part's
+    own noise is in the simulation)."""
+    if not mc.nested:
+        return mc
+    return replace(mc, study=None, study_cls=None, study_sim=None)
 
 
 def rows_floor(mc: MeanCovariance, w: np.ndarray, alpha: float) -> float:
     """The floor of a max-|t| critical value over the m rows of ``w`` that are not pairs
     (defaults vs tuned: each method's difference against 0): Šidák's t quantile
     t_{ν_min}(1 − (1 − (1 − α)^{1/m})/2), conservative for two-sided max-|t| (Šidák, JASA
-    1967)."""
+    1967), ν_min over the seeds within studies as in :func:`pairs_floor`."""
     from scipy import stats
 
-    nu = mc.satterthwaite(w)
+    nu = _within_studies(mc).satterthwaite(w)
     nu = nu[np.isfinite(nu)]
     if not nu.size:
         return 0.0

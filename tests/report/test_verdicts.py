@@ -16,6 +16,7 @@ from dmlbench.report.verdicts import (
     compare_with_best,
     crossed_moments,
     pairs_floor,
+    rows_floor,
     seed_moments,
 )
 
@@ -148,3 +149,23 @@ def test_shrinkage_pulls_the_seed_contrasts_towards_equal_variances() -> None:
     assert sim < 0.5 * raw
     raw, sim = spread(np.geomspace(1, 16, 10))
     assert sim > 0.5 * raw
+
+
+def test_the_rows_floor_keeps_the_df_of_the_seeds_within_studies() -> None:
+    """Defaults vs tuned with the tuned side's 3 studies: one method whose study part
+    dominates has about T − 1 = 2 df; Šidák's floor over the rows keeps the df of the seeds
+    within studies (as the pairs' floor does), not t_2's far tail for every row."""
+    rng = np.random.default_rng(14)
+    k, t, s, c = 6, 3, 12, 50
+    sums = rng.binomial(10, 0.5, (k, s, c)).astype(float)
+    sums[0] += rng.normal(0, 20, t)[np.arange(s) % t, None]
+    mc = crossed_moments(tuple("abcdef"), sums, np.full(c, 10.0), np.arange(s) % t)
+    w = np.eye(k)
+    assert mc.satterthwaite(w)[0] < 3
+    within = crossed_moments(tuple("abcdef"), sums, np.full(c, 10.0))
+    assert within.df[0] == s - 1  # the crossed estimate; the nested one has S − T
+    nu = np.floor(min(mc.satterthwaite(w)[1:].min(), 1e9))
+    level = 1 - (1 - 0.95 ** (1 / k)) / 2
+    floor = rows_floor(mc, w, 0.05)
+    assert floor < stats.t.ppf(level, 2) / 2  # t_2's tail is 2.5× as far out
+    assert floor <= stats.t.ppf(level, nu) + 1e-12
