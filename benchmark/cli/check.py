@@ -24,6 +24,7 @@ EPILOG = """examples:
   dmlbench check --protocol glyphs-mini --board tuned --method contrastive,untrained
   dmlbench check --update --jobs 2                # regenerate: searches, seeds, tolerances, report
   dmlbench check --record-path intel --jobs 2     # this machine's numeric path, for its re-runs
+  dmlbench check --record-path intel --protocol glyphs-mini  # only its boards (added since)
   dmlbench check --keep-embeddings --jobs 2       # and keep the pictured entries' embeddings
 """
 
@@ -42,8 +43,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _render(lb_dir, Path(args.reports_dir))
     if args.record_path:
         path = record_path(
-            lb_dir, args.record_path, jobs, _print_entry, lambda line: print(line, file=sys.stderr)
-        )
+            lb_dir, args.record_path, jobs, _print_entry,
+            lambda line: print(line, file=sys.stderr),
+            names if args.protocol or args.board else None,
+        )  # fmt: skip
         print(f"written: {path}")
         return 0
     if args.update:
@@ -214,7 +217,8 @@ def add_parser(subparsers: Any) -> None:
         help="on a machine whose numeric path is not the board's (another CPU vendor: the "
         "fingerprint says), re-run every entry and write paths/NAME.yaml under the "
         "leaderboard folder, so that the check compares this path's re-runs with its own "
-        "values (run it at the board's commit; docs/leaderboard.md)",
+        "values (run it at the board's commit; docs/leaderboard.md); with --protocol or "
+        "--board only those boards, keeping the file's values of the others",
     )
     p.add_argument(
         "--render",

@@ -196,33 +196,58 @@ def reference_metrics(
     tolerances: Tolerances,
     board: dict[str, dict[str, Record]],
     note: Callable[[str], None] = log.warning,
-) -> Reference:
-    """The seed-0 values a re-run on this machine must reproduce: the committed records on
-    the path they were made on, the recorded replay on another path; on an unknown path the
-    committed records, with a warning that says how to record it (the check then fails where
-    the paths differ, as it should: nothing vouches for this machine's numbers)."""
+) -> tuple[Reference, tuple[str, ...]]:
+    """The seed-0 values a re-run on this machine must reproduce, and the boards whose values
+    nothing recorded on this machine's path: the committed records on the path they were
+    made on, the recorded replay on another path; on an unknown path the committed records,
+    with a warning that says how to record it (the check then fails where the paths differ,
+    as it should: nothing vouches for this machine's numbers).
+
+    On a recorded path, a board added or regenerated since the path was recorded (its
+    records' digest is not the path's) is compared with its committed records, with a warning
+    naming the command that records it; :func:`run_check` gives such a board the seed noise
+    as its tolerance, as off the portable path. A board lands from one vendor's machine and
+    its other path is recorded on the other's: until then the check still runs it there,
+    loudly, rather than failing every board of that vendor."""
     committed = committed_metrics(board)
     where = fingerprint.locate(lb_dir, tolerances.checksums)
     if where.why_not:
         note(f"warning: {where.why_not}; comparing with the committed records")
-        return committed
+        return committed, ()
     if where.replay is None:
-        return committed
+        return committed, ()
     replay = where.replay
     note(
         f"note: this machine is on the numeric path '{replay.name}' (fingerprint "
         f"{replay.weights_sha256[:12]}): comparing with its recorded re-run "
         f"({fingerprint.PATHS}/{replay.name}.yaml), not with the board's records"
     )
+    unrecorded = tuple(n for n in where.unrecorded if n in board)
+    if unrecorded:
+        note(
+            f"warning: {', '.join(unrecorded)}: not recorded on the numeric path "
+            f"'{replay.name}' (added or regenerated since); compared with the committed records "
+            f"at {K:g} x the seed spread, uncapped, which cannot promise to catch a 2-point "
+            f"change; record it here: dmlbench check --record-path {replay.name} "
+            + " ".join(f"--protocol {b}" for b in sorted({_base(n) for n in unrecorded}))
+        )
     out = {}
     for n, m in committed:
+        if n in unrecorded:
+            out[n, m] = committed[n, m]
+            continue
         if m not in replay.metrics.get(n, {}):
             raise DmlbenchError(
                 f"{lb_dir / fingerprint.PATHS / replay.name}.yaml: no {n}/{m}; record the path "
                 f"again (dmlbench check --record-path {replay.name})"
             )
         out[n, m] = replay.metrics[n][m]
-    return out
+    return out, unrecorded
+
+
+def _base(name: str) -> str:
+    """The protocol of board ``name`` (``glyphs-mini@defaults`` -> ``glyphs-mini``)."""
+    return name.split("@", 1)[0]
 
 
 def select_entries(
@@ -312,7 +337,9 @@ def run_check(
                 "the seed spread, uncapped (--strict: the capped ones)"
             )
     else:
-        reference = reference_metrics(lb_dir, tolerances, board, note)
+        reference, unrecorded = reference_metrics(lb_dir, tolerances, board, note)
+        if unrecorded and not strict:
+            tolerances = _seed_noise(tolerances, unrecorded)
     tasks.sort(key=lambda t: -board[t.name][t.method].timings.wall_seconds)
     results: dict[tuple[str, str], Record] = {}
 
@@ -353,9 +380,12 @@ def record_path(
     jobs: int = 1,
     on_entry: Callable[[CheckedEntry], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    names: list[str] | None = None,
 ) -> Path:
-    """``dmlbench check --record-path NAME``: re-run every entry of every board here and
-    write ``paths/NAME.yaml``, this machine's numeric path and its values.
+    """``dmlbench check --record-path NAME``: re-run every entry of every board (of the
+    boards ``names``, ``--protocol``/``--board``) here and write ``paths/NAME.yaml``, this
+    machine's numeric path and its values; the values the file already holds for the other
+    boards are kept where those boards are unchanged.
 
     Run it at the commit the board was made at (or one that still reproduces the board on the
     board's own path: ``dmlbench check`` passes there), on a machine of the path to record;
@@ -383,6 +413,9 @@ def record_path(
             "--record-path: this machine reproduces the board's own records; nothing to record"
         )
     cpus = [cpu_name()]
+    digests = fingerprint.board_digests(tolerances.checksums)
+    kept: dict[str, str] = {}
+    values: dict[str, dict[str, dict[str, float]]] = {}
     for other in fingerprint.load_paths(lb_dir):
         same = (other.weights_sha256, other.metrics_sha256) == (
             here["weights_sha256"],
@@ -397,21 +430,26 @@ def record_path(
             raise DmlbenchError(f"--record-path {name}: this machine is on '{other.name}'")
         if other.name == name:
             cpus = sorted({*other.cpus, *cpus})
-    values: dict[str, dict[str, dict[str, float]]] = {}
+            kept = {b: d for b, d in other.boards.items() if digests.get(b) == d}
+            values = {b: other.metrics[b] for b in kept if b in other.metrics}
+    chosen = sorted(digests) if names is None else sorted(names)
+    for b in chosen:
+        kept.pop(b, None)
+        values.pop(b, None)
 
     def keep(entry: CheckedEntry) -> None:
         values.setdefault(entry.protocol, {})[entry.method] = entry.record.metrics
         if on_entry is not None:
             on_entry(entry)
 
-    run_check(lb_dir, None, None, False, keep, jobs, on_note=on_note, everything=True)
+    run_check(lb_dir, chosen, None, False, keep, jobs, on_note=on_note, everything=True)
     replay = fingerprint.ReplayPath(
         name=name,
         cpus=cpus,
         setting=here["setting"],
         weights_sha256=here["weights_sha256"],
         metrics_sha256=here["metrics_sha256"],
-        board=fingerprint.board_digest(tolerances.checksums),
+        boards={b: digests[b] for b in sorted({*kept, *chosen}) if b in digests},
         git_commit=git_commit(),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         metrics={n: dict(sorted(es.items())) for n, es in sorted(values.items())},
@@ -427,7 +465,8 @@ def record_path(
     return path
 
 
-def _seed_noise(tolerances: Tolerances) -> Tolerances:
+def _seed_noise(tolerances: Tolerances, only: tuple[str, ...] | None = None) -> Tolerances:
+    """The tolerances of the boards ``only`` (None: all) widened to the seed noise."""
     protocols = {
         n: p.model_copy(
             update={
@@ -437,6 +476,8 @@ def _seed_noise(tolerances: Tolerances) -> Tolerances:
                 }
             }
         )
+        if only is None or n in only
+        else p
         for n, p in tolerances.protocols.items()
     }
     return tolerances.model_copy(update={"protocols": protocols})

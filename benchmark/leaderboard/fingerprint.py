@@ -90,7 +90,7 @@ def this_machine() -> dict[str, Any]:
 
 class ReplayPath(StrictModel):
     """``paths/<name>.yaml``: a numeric path other than the board's, and its re-run of every
-    leaderboard entry (seed 0, as ``dmlbench check --all`` runs it)."""
+    entry of the boards in ``boards`` (seed 0, as ``dmlbench check --all`` runs it)."""
 
     name: str
     #: the CPU models this path was seen on (more may take it: the fingerprint decides)
@@ -98,8 +98,9 @@ class ReplayPath(StrictModel):
     setting: dict[str, str | None]
     weights_sha256: str
     metrics_sha256: str
-    #: SHA-256 of the board's record checksums (:func:`board_digest`): the board replayed
-    board: str
+    #: board name -> SHA-256 of that board's record checksums (:func:`board_digests`): the
+    #: version of each board these values replay
+    boards: dict[str, str]
     git_commit: str | None
     created: str
     #: board name -> entry -> metric -> value, to the last bit
@@ -109,16 +110,27 @@ class ReplayPath(StrictModel):
 @dataclass(frozen=True)
 class Location:
     """Which numeric path this machine is on: the board's own (``replay`` None and ``why_not``
-    None), a recorded other one (``replay``), or none of them (``why_not`` says why)."""
+    None), a recorded other one (``replay``, with the boards it holds no values for in
+    ``unrecorded``), or none of them (``why_not`` says why)."""
 
     replay: ReplayPath | None = None
     why_not: str | None = None
+    unrecorded: tuple[str, ...] = ()
 
 
 def board_digest(checksums: dict[str, str]) -> str:
-    """One hash of a board's record checksums (``tolerances.yaml``): a path's replay values
-    belong to exactly that board, and a regenerated board makes them stale."""
+    """One hash of record checksums (``tolerances.yaml``'s, of one board)."""
     return hashlib.sha256(json.dumps(checksums, sort_keys=True).encode()).hexdigest()
+
+
+def board_digests(checksums: dict[str, str]) -> dict[str, str]:
+    """Per board (the first folder of each record's path), :func:`board_digest` of its
+    records: a path's values belong to exactly that version of each board, so a board added
+    or regenerated since leaves the others' values valid."""
+    per: dict[str, dict[str, str]] = {}
+    for key, value in checksums.items():
+        per.setdefault(key.split("/", 1)[0], {})[key] = value
+    return {name: board_digest(per[name]) for name in sorted(per)}
 
 
 def load_paths(folder: Path) -> list[ReplayPath]:
@@ -151,13 +163,9 @@ def locate(folder: Path, checksums: dict[str, str], here: dict[str, Any] | None 
     known = [f"the board's own ({committed['weights_sha256'][:12]})"]
     for replay in load_paths(folder):
         if key == (replay.weights_sha256, replay.metrics_sha256):
-            if replay.board != board_digest(checksums):
-                return Location(
-                    why_not=f"this machine is on the numeric path '{replay.name}', whose "
-                    f"replay ({folder / PATHS / replay.name}.yaml) was recorded for an earlier "
-                    f"board: record it again here (dmlbench check --record-path {replay.name})"
-                )
-            return Location(replay=replay)
+            now = board_digests(checksums)
+            stale = tuple(b for b in now if replay.boards.get(b) != now[b])
+            return Location(replay=replay, unrecorded=stale)
         known.append(f"'{replay.name}' ({replay.weights_sha256[:12]}, {', '.join(replay.cpus)})")
     return Location(
         why_not=f"this machine's numeric path (fingerprint {key[0][:12]}) is none of the "
