@@ -60,9 +60,9 @@ from dmlbench.report.procedures import (
     point_estimate,
     unpaired,
 )
-from dmlbench.report.query_tests import class_sums
+from dmlbench.report.query_tests import class_sums, seed_studies
 from dmlbench.report.tables import row_labels
-from dmlbench.report.verdicts import EQUIVALENT, N_SIM, WORSE, crossed_moments
+from dmlbench.report.verdicts import EQUIVALENT, N_SIM, WORSE, MeanCovariance, crossed_moments
 
 __all__ = [  # the procedures, re-exported for the tests and the command
     "ALPHA", "DELTA", "N_BOOT", "PROCEDURES", "STUDY_ONLY", "Procedure", "bootstrap",
@@ -96,7 +96,7 @@ class Components:
         method's mean by a normal draw whose sd is ``ratio`` × the methods' own seed sd (root
         mean square): selection luck as large as the seed noise."""
         sd = ratio * math.sqrt(float(np.mean(self.seed_method**2)))
-        name = f"{self.name}, {studies} studies, study sd {100 * sd:.2f} points"
+        name = f"{self.name}, {studies} studies, study sd {ratio:g}× the seed sd"
         return replace(self, name=name, study=sd, studies=studies)
 
     def with_outlier(self, ratio: float = 16.0, index: int = 5) -> Components:
@@ -134,7 +134,10 @@ def fit_components(records: Sequence[Record], name: str = "", top: int = 10) -> 
     per-query hits, over its ``top`` leading methods (the methods a "close to the best"
     question is about): shared parts from the mean cross-product of two methods, a method's
     own parts from its own square less the shared, the binomial query noise subtracted from
-    the residual's own part."""
+    the residual's own part. A tuned board searched by several studies gives the seed parts
+    within studies and a study sd, the between-study component pooled over the leading
+    methods' contrasts (σ²_α = T × its mean), so the generator draws that much selection
+    luck with the board's own nesting."""
     finals = [r for r in records if r.stage == "final"]
     labels = row_labels(finals)
     kept = [r for r, lb in zip(finals, labels, strict=True) if not is_baseline(lb)]
@@ -144,7 +147,8 @@ def fit_components(records: Sequence[Record], name: str = "", top: int = 10) -> 
     if found is None:
         raise ValueError("the records carry no per-query hits on shared queries")
     sums, counts = found
-    mc = crossed_moments(methods, sums, counts)
+    studies = seed_studies(kept, seeds)  # a tuned board searched by several studies
+    mc = crossed_moments(methods, sums, counts, studies)
     lead = np.argsort(-mc.means)[:top]
     _k, s, c = sums.shape
     n = s * c
@@ -172,7 +176,22 @@ def fit_components(records: Sequence[Record], name: str = "", top: int = 10) -> 
         seed_class=math.sqrt(shared(res)),
         seed_class_method=math.sqrt(max(own_res - binomial, 0.0)),
         seeds=s,
+        study=study_sd(mc, lead),
+        studies=mc.studies if mc.nested else 1,
     )
+
+
+def study_sd(mc: MeanCovariance, lead: np.ndarray) -> float:
+    """The sd of a study's selection luck from a nested estimate, over the methods ``lead``:
+    the between-study component σ²_α/T pooled over their contrasts (trace of P·B·P over
+    k − 1, so that a part shared by every method cancels), times T, truncated at 0; 0 with
+    one study."""
+    if not mc.nested or len(lead) < 2:
+        return 0.0
+    between = mc.between_studies[np.ix_(lead, lead)]
+    centre = np.eye(len(lead)) - 1.0 / len(lead)
+    pooled = float(np.trace(centre @ between @ centre)) / (len(lead) - 1)
+    return math.sqrt(max(mc.studies * pooled, 0.0))
 
 
 def simulate(
@@ -298,6 +317,7 @@ def describe(comp: Components) -> str:
         f"seed × class {100 * comp.seed_class:.2f}, seed × class × method "
         f"{100 * comp.seed_class_method:.2f} (plus the binomial query noise); {comp.seeds} "
         f"seeds, {len(comp.counts)} classes, {int(comp.counts.sum())} queries"
+        + (f"; {comp.studies} studies, study sd {100 * comp.study:.2f}" if comp.studies > 1 else "")
     )
 
 
@@ -305,13 +325,15 @@ def generators(root: Path, boards: Sequence[str]) -> list[Components]:
     """One generator fitted to each board in ``boards`` (folders under ``root``), the first
     one again with its methods' own seed sds 16× apart (strongly unequal), the first one
     searched by 3 studies per method whose selection luck has the own seed sd (the seeds
-    nested in studies), and those studies with one method's luck 16× the others'."""
+    nested in studies; a first board searched by several studies keeps its fitted ones),
+    and those studies with one method's luck 16× the others'."""
     comps = []
     for name in boards:
         records, _ = load_records(root / name)
         comps.append(fit_components(records, name))
-    studies = comps[0].with_studies(3)
-    return [*comps, comps[0].unequal(16.0), studies, studies.with_outlier(16.0)]
+    studies = comps[0] if comps[0].studies > 1 else comps[0].with_studies(3)
+    extra = [] if studies is comps[0] else [studies]
+    return [*comps, comps[0].unequal(16.0), *extra, studies.with_outlier(16.0)]
 
 
 def procedures_for(comp: Components) -> list[str]:

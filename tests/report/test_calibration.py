@@ -198,6 +198,21 @@ def test_power_for_a_three_point_gap_and_never_equivalent_ten_points_behind() ->
     assert found / 60 >= 0.80
 
 
+def test_the_fitted_study_sd_is_the_simulated_one() -> None:
+    """A tuned board searched by 3 studies gives the generator its own study sd
+    (:func:`calibration.study_sd`): over 150 boards simulated with a known sd, the mean of the
+    fitted variance is the true one within 3 Monte-Carlo standard errors."""
+    comp = generator("glyphs-mini", studies=3)
+    rng = np.random.default_rng(15)
+    fitted = []
+    for _ in range(150):
+        sums, counts = cal.simulate(rng, comp, np.zeros(K))
+        mc = cal.crossed_moments(tuple(map(str, range(K))), sums, counts, comp.study_labels())
+        fitted.append(cal.study_sd(mc, np.arange(K)) ** 2)
+    err = 3 * np.std(fitted) / np.sqrt(len(fitted))
+    assert abs(np.mean(fitted) - comp.study**2) < err
+
+
 def test_the_command_writes_the_table(tmp_path: Path) -> None:
     """``python -m dmlbench.report.calibration``: a table per generator (3 boards: a smoke
     run of the command, not of the rates); a missing folder exits 2."""
