@@ -7,7 +7,8 @@ Learning", ICML 2020, §4):
 
 - **defaults** (``<protocol>@defaults``): every method with its paper's default
   hyper-parameters, :meth:`~dmlbench.protocol.Protocol.without_search` (a zero tuning budget,
-  its own hash): what papers compare. Seeds ``DEFAULTS_SEEDS``.
+  its own hash): what papers compare. Seeds ``DEFAULTS_SEEDS`` (all of ``TUNED_SEEDS``
+  where the protocol searches several studies: :attr:`BoardSpec.seeds`).
 - **tuned** (``<protocol>``): the shipped protocol as ``dmlbench run --protocol <protocol>``
   runs it: each method's equal-budget search on validation classes carved out of the
   training classes, then the selection retrained on all training classes for every seed.
@@ -60,7 +61,20 @@ class BoardSpec:
 
     @property
     def seeds(self) -> tuple[int, ...]:
-        return DEFAULTS_SEEDS if self.kind == DEFAULTS else TUNED_SEEDS
+        """``TUNED_SEEDS`` for the tuned board and for the defaults board of a protocol
+        searched by several studies, else ``DEFAULTS_SEEDS``: defaults vs tuned nests the
+        shared seeds in the tuned side's studies, and 5 seeds over 3 studies leave 2 df
+        within them (every interval of that page t_2-wide); 12 leave 9."""
+        if self.kind == TUNED or self.studies > 1:
+            return TUNED_SEEDS
+        return DEFAULTS_SEEDS
+
+    @property
+    def studies(self) -> int:
+        """The shipped protocol's ``search.studies`` (its defaults board has no search)."""
+        from dmlbench.protocol import load_protocol
+
+        return int(load_protocol(self.protocol).search.studies)
 
     def load(self) -> Any:
         """The board's protocol: the shipped one (tuned) or its ``without_search()``."""

@@ -13,11 +13,15 @@ nested in search studies.
   E[MS_study] = σ²_e + Cσ²_a + S_tσ²_γ + S_tCσ²_α, E[MS_seed(study)] = σ²_e + Cσ²_a,
   E[MS_class] = σ²_e + S_tσ²_γ + TS_tσ²_b, E[MS_study×class] = σ²_e + S_tσ²_γ and
   E[MS_resid] = σ²_e, and Var(ȳ) = σ²_α/T + σ²_a/(TS_t) + σ²_b/C + σ²_γ/(TC) + σ²_e/(TS_tC),
-  so (MS_study + MS_class − MS_study×class)/(TS_tC) is unbiased for it. Its study part rests
-  on T − 1 degrees of freedom, so the estimate is floored where σ̂²_α < 0 at the crossed
-  estimate of the seeds within studies, (MS_seed(study) + MS_class − MS_resid)/(TS_tC): the
-  study component truncated at 0. With T = 1 the nested estimate is the crossed one, to the
-  bit (the same code runs).
+  so (MS_study + MS_class − MS_study×class)/(TS_tC) is unbiased for it (:attr:`cov`). Its
+  study part rests on T − 1 = 2 degrees of freedom per method, too few to judge a method
+  by: the variance of a contrast is the crossed estimate of the seeds within studies,
+  (MS_seed(study) + MS_class − MS_resid)/(TS_tC), plus each method's study component σ²_α/T
+  (:func:`study_excess`), pooled over the methods ((k − 1)(T − 1) df) unless a method's own
+  study mean square is beyond what the pool allows (an F test), which then keeps its own
+  estimate. Searches are independent, so the methods' study components have no
+  cross-products. With T = 1 the nested estimate is the crossed one, to the bit (the same
+  code runs).
 - **Seeds only** (records without per-query values): the paired sample covariance over seeds
   (over study means and seeds within studies when nested).
 
@@ -29,6 +33,7 @@ any contrast is its quadratic form in each.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,6 +43,12 @@ CROSSED, SEEDS_ONLY = "crossed", "seeds"
 #: estimate itself (about a 50% bound) gave false *worse* 0.08–0.11 at α = 0.05, a 95% bound
 #: 0.005–0.025, 75–85% bounds 0.02–0.06, over study sds 0–2× the seed sd.
 STUDY_BOUND = 0.2
+#: The level of the one-sided F test (:func:`study_excess`) that keeps a method's own study
+#: estimate instead of the pool's: a search whose studies disagree far beyond the others'
+#: (one of them selected an unstable configuration) is judged on its own 2 df, never hidden
+#: in the pool, and never widens the other methods' intervals. Chosen by simulation
+#: (docs/reports.md).
+OWN_STUDY_LEVEL = 0.01
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class MeanCovariance:
     study_df: tuple[float, float] = (1.0, 1.0)
     study_sim: np.ndarray | None = None  # the study matrix the critical value simulates
     studies: int = 1
+    own_level: float = OWN_STUDY_LEVEL  # the F test's level (study_excess)
 
     @property
     def nested(self) -> bool:
@@ -96,8 +108,21 @@ class MeanCovariance:
 
     def contrasts(self, w: np.ndarray) -> np.ndarray:
         """The variance (floored, module docstring) of each row of ``w @ means`` (``w``: m × k
-        contrast weights)."""
-        return combine(self.quadratic(w), self.nested)
+        contrast weights): nested, the seeds within studies' plus Σ w_i²·σ̂²_α,i/T."""
+        v = combine(self.quadratic(w))
+        return v + (w * w) @ self.study_excess().value if self.nested else v
+
+    def implied(self) -> np.ndarray:
+        """What the study matrix would be without selection luck (nested designs): the seeds
+        within studies, the study × class interaction less the residual."""
+        assert self.study_cls is not None
+        return self.seed + self.study_cls - self.resid
+
+    def study_excess(self) -> StudyExcess:
+        """Each method's study component of Var(mean) and how it was estimated
+        (:func:`study_excess`)."""
+        assert self.study is not None
+        return study_excess(self.study, self.implied(), self.study_df[0], self.own_level)
 
     def quadratic(self, w: np.ndarray) -> list[np.ndarray]:
         """Each part's quadratic form of each row of ``w``: seed, class, residual (and study,
@@ -108,9 +133,10 @@ class MeanCovariance:
         """Satterthwaite's degrees of freedom of each row's variance estimate (``w``: m × k):
         (a + b − r)² / (a²/ν_seed + b²/ν_class + r²/ν_resid), the df of the χ² that matches
         the estimate's first two moments under normality; the floored value where the moment
-        estimate is floored (the interaction part alone). Nested rows whose study estimate
-        (s + b − x) is the one used take (s + b − x)² / (s²/(T − 1) + b²/ν_class +
-        x²/((T − 1)(C − 1)))."""
+        estimate is floored (the interaction part alone). Nested rows add their methods' study
+        components A = Σ w_i²·σ̂²_α,i/T (:func:`study_excess`) on the smallest of their df (a
+        pool's parts are one estimate, not independent ones): v² / (v_w²/ν_w + A²/ν_A), v_w
+        and ν_w the seeds within studies'."""
         q = self.quadratic(w)
         a, b, r = q[:3]
         v = _floored(a, b, r)
@@ -119,13 +145,13 @@ class MeanCovariance:
         den = a * a / nu_s + (b * b / nu_c if has_cls else 0.0) + r * r / nu_r
         nu = np.where(a + b - r >= r, v * v / np.where(den > 0, den, np.inf), nu_r)
         if self.nested:
-            s, x = q[3:]
-            nested = s + b - x
-            nu_t, nu_x = self.study_df
-            den_t = s * s / nu_t + (b * b / nu_c if has_cls else 0.0) + x * x / nu_x
-            nu_n = nested * nested / np.where(den_t > 0, den_t, np.inf)
-            use = nested > v
-            v, nu = np.where(use, nested, v), np.where(use, nu_n, nu)
+            ex = self.study_excess()
+            part = (w * w) @ ex.value  # each row's study component
+            used = (w != 0) & (ex.value > 0)
+            nu_a = np.where(used, ex.nu, np.inf).min(axis=1)  # a pool's parts: one estimate
+            den = v * v / np.where(nu > 0, nu, np.inf) + part**2 / nu_a
+            v = v + part
+            nu = v * v / np.where(den > 0, den, np.inf)
         return np.where(v > 0, np.maximum(nu, 1.0), np.inf)
 
     @property
@@ -142,11 +168,94 @@ class MeanCovariance:
         return [*self.df, *(self.study_df if self.nested else ())]
 
 
-def combine(q: list[np.ndarray], nested: bool) -> np.ndarray:
-    """The floored variance from the parts' quadratic forms (:meth:`MeanCovariance.quadratic`):
-    max(a + b − r, r, 0), and nested max(that, s + b − x) (module docstring)."""
-    v = _floored(*q[:3])
-    return np.maximum(v, q[3] + q[1] - q[4]) if nested else v
+def combine(q: list[np.ndarray]) -> np.ndarray:
+    """The floored variance from the seed, class and residual parts' quadratic forms
+    (:meth:`MeanCovariance.quadratic`): max(a + b − r, r, 0) (module docstring)."""
+    return _floored(*q[:3])
+
+
+class StudyExcess(NamedTuple):
+    """Each method's study component of Var(mean) and how it was estimated
+    (:func:`study_excess`); arrays (…, k), batched like its inputs."""
+
+    value: np.ndarray  # σ̂²_α,i/T, truncated at 0
+    nu: np.ndarray  # its Satterthwaite df: the pool's, or the method's own (about T − 1)
+    own: np.ndarray  # whether the method keeps its own estimate (left the pool)
+
+
+def study_excess(
+    study: np.ndarray, implied: np.ndarray, nu_t: float, level: float = OWN_STUDY_LEVEL
+) -> StudyExcess:
+    """Each method's study component of Var(mean) (σ²_α,i/T), batched over leading axes
+    (the simulation's draws).
+
+    ``study`` is the k × k study mean-square matrix (divided by the cell count, T − 1 =
+    ``nu_t`` df), ``implied`` what the seeds within studies imply for it. A method's own
+    estimate e_i = study_ii − implied_ii is unbiased but rests on 2 df: alone, its quantiles
+    are t_2's. Two steps borrow strength across methods without hiding a method whose
+    search is unstable:
+
+    1. **The pool**: tr(P_S·B·P_S)/(n_S − 1), B = study − implied, over the pooled methods S
+       (P_S their centring matrix: the shared seed effects of each study's seeds, alike for
+       every method and resting on T − 1 df, cancel), on (n_S − 1)(T − 1) df.
+    2. **Who leaves it**: a method whose study mean square exceeds its expectation under the
+       pool of the others (implied_ii + their pool) beyond the one-sided F test's 1 − ``level``
+       quantile keeps e_i (repeated until the pool is stable): one catastrophic search is
+       judged on its own, and neither hidden in the pool nor widening every other interval.
+
+    Truncated at 0, as a negative variance component is (Searle, Casella & McCulloch 1992,
+    §4.6). One method alone keeps its own; two share their contrast's (nothing tells them
+    apart).
+    """
+    from scipy import stats
+
+    study, implied = np.asarray(study, np.float64), np.asarray(implied, np.float64)
+    k = study.shape[-1]
+    ms, expect = _diag(study), _diag(implied)  # each method's: a scaled χ² on T − 1 df
+    own = np.full(ms.shape, k == 1)
+    crit = np.concatenate([[np.inf, np.inf], stats.f.isf(level, nu_t, np.arange(1, k - 1) * nu_t)])
+    for _ in range(k if k > 2 else 0):
+        n_loo = (~own).sum(axis=-1, keepdims=True) - (~own)
+        new = ms > crit[n_loo] * (expect + np.maximum(_pool_without(study - implied, ~own), 0.0))
+        if np.array_equal(new, own):
+            break
+        own = new
+    nu_p = np.maximum((~own).sum(axis=-1, keepdims=True) - 1, 1) * nu_t
+    pool = _pooled(study - implied, ~own)
+    value = np.where(own, ms - expect, pool)
+    nu = np.where(own, _df(ms - expect, ms**2 / nu_t), _df(pool, _pooled(study, ~own) ** 2 / nu_p))
+    return StudyExcess(np.maximum(np.nan_to_num(value), 0.0), nu, own)
+
+
+def _df(estimate: np.ndarray, var_over_2: np.ndarray) -> np.ndarray:
+    """Satterthwaite's df of one estimate, given Σ c²·MS²/ν of its mean squares; ≥ 1."""
+    nu = estimate**2 / np.where(var_over_2 > 0, var_over_2, np.inf)
+    return np.where(estimate != 0, np.maximum(np.nan_to_num(nu, nan=1.0), 1.0), np.inf)
+
+
+def _diag(m: np.ndarray) -> np.ndarray:
+    return np.diagonal(m, 0, -2, -1)
+
+
+def _pooled(m: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """tr(P_S·m·P_S)/(n_S − 1) over the methods of ``pool`` (…, k), broadcast to (…, k)."""
+    s = pool.astype(np.float64)
+    n = s.sum(axis=-1, keepdims=True)
+    a = (_diag(m) * s).sum(axis=-1, keepdims=True)
+    b = np.einsum("...i,...ij,...j->...", s, m, s)[..., None]
+    out = (a - b / np.maximum(n, 1)) / np.maximum(n - 1, 1)
+    return np.broadcast_to(out, pool.shape)
+
+
+def _pool_without(m: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Per method i, :func:`_pooled` over ``pool`` less i (the leave-one-out pool)."""
+    s = pool.astype(np.float64)
+    n = s.sum(axis=-1, keepdims=True) - s
+    d = _diag(m)
+    a = (d * s).sum(axis=-1, keepdims=True) - d * s
+    row = np.einsum("...ij,...j->...i", m, s)
+    b = np.einsum("...i,...ij,...j->...", s, m, s)[..., None] - s * (2 * row - d)
+    return (a - b / np.maximum(n, 1)) / np.maximum(n - 1, 1)
 
 
 def _floored(a: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -189,36 +298,33 @@ def _shrunk_seed(rows: np.ndarray, seed: np.ndarray) -> np.ndarray:
 
 def _study_sim(mc: MeanCovariance, alpha: float = STUDY_BOUND) -> np.ndarray:
     """The study matrix the critical value simulates: what the seeds within studies imply
-    (shrunk seed matrix + study × class − residual) plus the study component pooled over the
-    methods at a one-sided upper confidence bound (level 1 − ``alpha``), μ_α on the diagonal.
+    (shrunk seed matrix + study × class − residual) plus each method's study component on the
+    diagonal (each search is its own: independent across methods): a method that keeps its
+    own estimate (:func:`study_excess`) its own, the pooled methods the pool's one-sided
+    upper confidence bound (level 1 − ``alpha``), μ_α.
 
-    Each method's search is its own, so the selection luck is independent across methods (a
-    diagonal target: μ_α·I, not a contrast-only μ_α·P, because defaults vs tuned compares
-    each method's difference with 0, a row no contrast covers, and with one method P is 0),
-    and T − 1 = 2 degrees of freedom per method cannot tell the methods' study variances
-    apart; the intervals keep each pair's own estimate. The bound, not the estimate: a board
-    whose studies happened to agree has small standard errors *and*, from the estimate, a
-    small c (the simulated law then leans on the seeds' many degrees of freedom), so the two
-    errors compound (false *worse* 0.08–0.11 at α = 0.05 with the study sd equal to the seed
-    sd, docs/reports.md; :data:`STUDY_BOUND`). The pooled study mean square's contrast part
-    is a scaled χ² on (k − 1)(T − 1) degrees of freedom (one method: its own, on T − 1); its
-    upper bound, less what the seeds within studies imply, is μ_α (never below 0).
+    The bound, not the estimate: a board whose studies happened to agree has small standard
+    errors *and*, from the estimate, a small c (the simulated law then leans on the seeds'
+    many degrees of freedom), so the two errors compound (false *worse* 0.08–0.11 at α = 0.05
+    with the study sd equal to the seed sd, docs/reports.md; :data:`STUDY_BOUND`). The pooled
+    methods' mean study mean square is taken as a scaled χ² on n_pool·(T − 1) degrees of
+    freedom; its upper bound, less what the seeds within studies imply, is μ_α (never below
+    0).
     """
     from scipy import stats
 
     assert mc.study is not None and mc.study_cls is not None
-    k = len(mc.means)
     seed = mc.seed if mc.seed_sim is None else mc.seed_sim
     implied = seed + mc.study_cls - mc.resid
-    if k > 1:
-        p = np.eye(k) - 1.0 / k
-        nu = (k - 1) * mc.study_df[0]
-        pooled = float(np.trace(p @ mc.study @ p)) / (k - 1)
-        below = float(np.trace(p @ implied @ p)) / (k - 1)
-    else:
-        nu, pooled, below = mc.study_df[0], float(mc.study[0, 0]), float(implied[0, 0])
-    upper = pooled * nu / float(stats.chi2.ppf(alpha, nu))
-    return implied + max(upper - below, 0.0) * np.eye(k)
+    ex = mc.study_excess()
+    value, own = ex.value, ex.own
+    pool = ~own
+    if pool.sum() > 1:
+        nu = (int(pool.sum()) - 1) * mc.study_df[0]
+        mean = float(_pooled(mc.study, pool)[0])
+        upper = mean * nu / float(stats.chi2.ppf(alpha, nu))
+        value = np.where(pool, max(upper - float(_pooled(implied, pool)[0]), 0.0), value)
+    return implied + np.diag(value)
 
 
 def study_groups(studies: np.ndarray | None, s: int) -> np.ndarray | None:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dmlbench.report.moments import with_study_sim
 from dmlbench.report.verdicts import (
     EQUIVALENT,
     N_SIM,
@@ -49,6 +50,20 @@ def no_study_level(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarra
     """Broken: the study level ignored, the seeds of all studies treated as exchangeable
     (each verdict conditions on its searches' luck)."""
     return moments(methods, sums, counts, delta, seed, n_sim)
+
+
+def one_pool(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
+             seed: int, n_sim: int = N_SIM, studies: np.ndarray | None = None,
+             ) -> pd.DataFrame:  # fmt: skip
+    """Broken: every method's study luck from one pool that no method leaves (no F test),
+    so one catastrophic search widens every other method's interval."""
+    mc = _one_pool(crossed_moments(methods, sums, counts, studies))
+    return compare_with_best(mc, delta, ALPHA, seed=seed, n_sim=n_sim)
+
+
+def _one_pool(mc: MeanCovariance) -> MeanCovariance:
+    """``mc`` whose F test never lets a method leave the pool (level 0)."""
+    return with_study_sim(replace(mc, own_level=0.0)) if mc.nested else mc
 
 
 def unpaired(methods: tuple[str, ...], sums: np.ndarray, counts: np.ndarray, delta: float,
@@ -127,9 +142,10 @@ PROCEDURES: dict[str, Procedure] = {
     "per-pair intervals": per_pair,
     "point estimate inside ±δ": point_estimate,
     "moments, study level ignored": no_study_level,
+    "moments, one pool for every search": one_pool,
 }
-#: The broken variant that only a board with several studies can show.
-STUDY_ONLY = ("moments, study level ignored",)
+#: The broken variants that only a board with several studies can show.
+STUDY_ONLY = ("moments, study level ignored", "moments, one pool for every search")
 
 
 def pair_se(
@@ -150,9 +166,12 @@ def pair_se(
         )
         pick = rng.integers(0, s, size=(500, s))
         return float(np.take_along_axis(d.T, pick, axis=1).mean(axis=1).std(ddof=1))
-    mc = crossed_moments(methods, *board, None if procedure in STUDY_ONLY else studies)
+    ignored = procedure == "moments, study level ignored"
+    mc = crossed_moments(methods, *board, None if ignored else studies)
     if procedure == "moments, seeds unpaired":
         mc = _unpaired(mc)
+    if procedure == "moments, one pool for every search":
+        mc = _one_pool(mc)
     w = np.zeros((1, len(methods)))
     w[0, :2] = [1.0, -1.0]
     return float(np.sqrt(mc.contrasts(w)[0]))

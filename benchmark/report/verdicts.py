@@ -89,6 +89,7 @@ from dmlbench.report.moments import (
     combine,
     crossed_moments,
     seed_moments,
+    study_excess,
 )
 
 __all__ = [
@@ -155,43 +156,47 @@ def _range_quantile(k: int, nu: int, alpha: float) -> float:
     return float(stats.studentized_range.ppf(1 - alpha, k, df)) / math.sqrt(2.0)
 
 
-def pairs_floor(mc: MeanCovariance, alpha: float) -> float:
-    """The floor of Hsu's critical value over the pairs: Tukey–Kramer's q_{1−α}(k, ν_min)/√2,
-    ν_min the smallest Satterthwaite df over the pairs (rounded down). For means whose own
-    parts are independent the studentised range is the least favourable correlation of the
-    pair contrasts (Hayter, Ann. Stat. 1984), and the smallest noisy ν̂ errs low: a
-    conservative bound for the case the plug-in simulation gets wrong (module docstring)."""
+def pairs_floor(mc: MeanCovariance, alpha: float) -> np.ndarray:
+    """The floor of Hsu's critical value of each pair: Tukey–Kramer's q_{1−α}(k, ν)/√2. For
+    means whose own parts are independent the studentised range is the least favourable
+    correlation of the pair contrasts (Hayter, Ann. Stat. 1984): a conservative bound for
+    the case the plug-in simulation gets wrong (module docstring). One study: ν is the
+    smallest Satterthwaite df over the pairs (rounded down), one floor for all, as c is one.
+    Nested: each pair's own df (:func:`_row_df`)."""
     k = len(mc.means)
+    w = pair_contrasts(k)[2]
     if k < 2:
-        return 0.0
-    nu = _within_studies(mc).satterthwaite(pair_contrasts(k)[2])
-    nu = nu[np.isfinite(nu)]
-    return _range_quantile(k, int(nu.min()) if nu.size else 1000, alpha)
+        return np.zeros(len(w))
+    return np.array([_range_quantile(k, int(nu), alpha) for nu in _row_df(mc, w)])
 
 
-def _within_studies(mc: MeanCovariance) -> MeanCovariance:
-    """``mc`` without its study level. The floors guard the plug-in of the seed matrix, so
-    they keep the df of the seeds within studies: a row whose study part dominates has
-    about T − 1 = 2 df, and t_2's far tail would become every row's floor (the study part's
-    own noise is in the simulation)."""
-    if not mc.nested:
-        return mc
-    return replace(mc, study=None, study_cls=None, study_sim=None)
+def _row_df(mc: MeanCovariance, w: np.ndarray) -> np.ndarray:
+    """Each row's df for its floor, rounded down (≥ 1000: infinite). One study: the smallest
+    over the rows, for every row. Nested: the smallest over the rows whose methods share the
+    pooled study component and over the seeds within studies, for every such row; a row of a
+    method that keeps its own study estimate its own df (t_2's tail for it, not for all)."""
+    nu = mc.satterthwaite(w)
+    pooled = np.isfinite(nu)
+    low = nu[pooled].min() if pooled.any() else 1000.0
+    if mc.nested:  # rows of a method with its own study estimate: their own df
+        pooled &= ~((w != 0) @ mc.study_excess().own > 0)
+        within = replace(mc, study=None, study_cls=None, study_sim=None).satterthwaite(w)
+        low = min([*nu[pooled], *within[np.isfinite(within)], 1000.0])
+    nu = np.where(pooled | ~np.isfinite(nu), low, nu)
+    return np.maximum(np.floor(nu), 1.0)
 
 
-def rows_floor(mc: MeanCovariance, w: np.ndarray, alpha: float) -> float:
+def rows_floor(mc: MeanCovariance, w: np.ndarray, alpha: float) -> np.ndarray:
     """The floor of a max-|t| critical value over the m rows of ``w`` that are not pairs
     (defaults vs tuned: each method's difference against 0): Šidák's t quantile
-    t_{ν_min}(1 − (1 − (1 − α)^{1/m})/2), conservative for two-sided max-|t| (Šidák, JASA
-    1967), ν_min over the seeds within studies as in :func:`pairs_floor`."""
+    t_ν(1 − (1 − (1 − α)^{1/m})/2), conservative for two-sided max-|t| (Šidák, JASA 1967),
+    ν as in :func:`pairs_floor`."""
     from scipy import stats
 
-    nu = _within_studies(mc).satterthwaite(w)
-    nu = nu[np.isfinite(nu)]
-    if not nu.size:
-        return 0.0
+    if not np.isfinite(mc.satterthwaite(w)).any():
+        return np.zeros(len(w))
     level = 1 - (1 - (1 - alpha) ** (1 / len(w))) / 2
-    return float(stats.t.ppf(level, max(float(np.floor(nu.min())), 1.0)))
+    return np.asarray(stats.t.ppf(level, _row_df(mc, w)), dtype=np.float64)
 
 
 def critical_value(
@@ -200,32 +205,58 @@ def critical_value(
     alpha: float,
     n: int = N_SIM,
     seed: int = 0,
-    floor: float = 0.0,
-) -> float:
-    """The 1 − α quantile of max |w·(m̂ − m)| / ŝe over the rows of ``w`` whose variance is
-    positive, under the fitted normal model with the shrunk seed matrix (module docstring),
-    and never below ``floor``: each of ``n`` draws pairs a normal deviation of the means with
-    independent draws of the three mean-square matrices, from which its standard errors are
-    estimated as the data's are; ``floor`` when no row varies."""
+    floor: float | np.ndarray = 0.0,
+) -> np.ndarray:
+    """Each row's critical value: the 1 − α quantile of max |w·(m̂ − m)| / ŝe over the rows
+    of ``w`` whose variance is positive, under the fitted normal model with the shrunk seed
+    matrix (module docstring), never below ``floor``: each of ``n`` draws pairs a normal
+    deviation of the means with independent draws of the mean-square matrices, from which
+    its standard errors are estimated as the data's are; ``floor`` when no row varies.
+
+    One study: one c for every row (Hsu's), the rows' df coming from the same three parts.
+    Nested: the rows' df differ by an order of magnitude (a method that keeps its own 2-df
+    study estimate against the pool's dozens), and a common c would be set by the few
+    heavy-tailed rows. So each row gets its own quantile at a common marginal level
+    (Beran's balanced simultaneous confidence set, JASA 1988): every draw's rows are
+    turned into two-sided t tail probabilities on the rows' Satterthwaite df, the α quantile
+    p* of their minimum is simulated, and row r's c is t_{ν_r} at 1 − p*/2. Coverage of the
+    family is 1 − α by construction; a row's width follows its own df.
+    """
+    m = len(w)
+    floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (m,))
     var = mc.contrasts(w)
     ok = var > 0
     if not ok.any():
-        return floor
+        return floor.copy()
     sim = mc if mc.seed_sim is None else replace(mc, seed=mc.seed_sim)
     if sim.study_sim is not None:
         sim = replace(sim, study=sim.study_sim)
     z = law_draws(sim, n, seed)
     rng = np.random.default_rng([seed, 1])
-    parts = []
-    for x, df in zip(sim.parts, sim.parts_df, strict=True):
-        if not np.any(x):
-            parts.append(np.zeros((len(z), int(ok.sum()))))  # a part the design lacks
-            continue
-        drawn = _wishart(x, df, len(z), rng)
-        parts.append(((drawn @ w[ok].T) * w[ok].T).sum(axis=1))  # n × m quadratic forms
-    se = np.sqrt(combine(parts, sim.nested))
-    t = np.abs(z @ w[ok].T) / np.where(se > 0, se, np.inf)
-    return max(float(np.quantile(t.max(axis=1), 1 - alpha)), floor)
+    wk = w[ok]
+    drawn = [_wishart(x, df, len(z), rng) if np.any(x) else None
+             for x, df in zip(sim.parts, sim.parts_df, strict=True)]  # fmt: skip
+    quad = [np.zeros((len(z), len(wk))) if d is None else ((d @ wk.T) * wk.T).sum(axis=1)
+            for d in drawn[:3]]  # fmt: skip
+    v = combine(quad)
+    if sim.nested:
+        seed_d, _cls, resid_d, study_d, study_cls_d = (
+            np.zeros((len(z), len(w[0]), len(w[0]))) if d is None else d for d in drawn
+        )
+        implied = seed_d + study_cls_d - resid_d
+        excess = study_excess(study_d, implied, sim.study_df[0], sim.own_level).value
+        v = v + excess @ (wk * wk).T
+    t = np.abs(z @ wk.T) / np.where(v > 0, np.sqrt(v), np.inf)
+    if not mc.nested:
+        return np.maximum(float(np.quantile(t.max(axis=1), 1 - alpha)), floor)
+    from scipy import stats
+
+    nu = np.minimum(mc.satterthwaite(wk), 1e6)
+    p_min = (2 * stats.t.sf(t, nu)).min(axis=1)
+    level = float(np.quantile(p_min, alpha))
+    out = floor.copy()
+    out[ok] = np.maximum(stats.t.isf(level / 2, nu), floor[ok])
+    return out
 
 
 def compare_with_best(
@@ -254,16 +285,18 @@ def compare_with_best(
     se = np.zeros((k, k))
     se[pi, pj] = se[pj, pi] = np.sqrt(var)
     draws = law_draws(mc, n_sim, seed)
-    if critical is None and k > 1:
-        critical = critical_value(mc, w, alpha, n_sim, seed, pairs_floor(mc, alpha))
-    c = 0.0 if critical is None else critical
+    c = np.zeros((k, k))
+    if critical is not None:
+        c[:] = critical
+    elif k > 1:
+        c[pi, pj] = c[pj, pi] = critical_value(mc, w, alpha, n_sim, seed, pairs_floor(mc, alpha))
     diff = mu[:, None] - mu[None, :]  # Δ_ij
     rows = []
     for i in range(k):
         others = [j for j in range(k) if j != i]
         if not others:
             break
-        half = c * se[i, others]  # a pair that never varies: a zero-width interval
+        half = c[i, others] * se[i, others]  # a pair that never varies: zero width
         lower = float((diff[i, others] - half).min())
         upper = float((diff[i, others] + half).min())
         verdict = UNDECIDED

@@ -14,7 +14,9 @@ from dmlbench.report.verdicts import (
     UNDECIDED,
     WORSE,
     compare_with_best,
+    critical_value,
     crossed_moments,
+    pair_contrasts,
     pairs_floor,
     rows_floor,
     seed_moments,
@@ -152,20 +154,47 @@ def test_shrinkage_pulls_the_seed_contrasts_towards_equal_variances() -> None:
 
 
 def test_the_rows_floor_keeps_the_df_of_the_seeds_within_studies() -> None:
-    """Defaults vs tuned with the tuned side's 3 studies: one method whose study part
-    dominates has about T − 1 = 2 df; Šidák's floor over the rows keeps the df of the seeds
-    within studies (as the pairs' floor does), not t_2's far tail for every row."""
+    """Defaults vs tuned with the tuned side's 3 studies: one method whose studies disagree
+    far beyond the others' keeps its own study estimate (about T − 1 = 2 df) and t_2's far
+    tail as its own floor; every other row's floor keeps the df of the seeds within studies
+    and the pool, not t_2's."""
     rng = np.random.default_rng(14)
     k, t, s, c = 6, 3, 12, 50
     sums = rng.binomial(10, 0.5, (k, s, c)).astype(float)
     sums[0] += rng.normal(0, 20, t)[np.arange(s) % t, None]
     mc = crossed_moments(tuple("abcdef"), sums, np.full(c, 10.0), np.arange(s) % t)
     w = np.eye(k)
+    assert list(mc.study_excess().own) == [True] + [False] * (k - 1)
     assert mc.satterthwaite(w)[0] < 3
     within = crossed_moments(tuple("abcdef"), sums, np.full(c, 10.0))
     assert within.df[0] == s - 1  # the crossed estimate; the nested one has S − T
-    nu = np.floor(min(mc.satterthwaite(w)[1:].min(), 1e9))
     level = 1 - (1 - 0.95 ** (1 / k)) / 2
     floor = rows_floor(mc, w, 0.05)
-    assert floor < stats.t.ppf(level, 2) / 2  # t_2's tail is 2.5× as far out
-    assert floor <= stats.t.ppf(level, nu) + 1e-12
+    assert floor[0] == pytest.approx(stats.t.ppf(level, np.floor(mc.satterthwaite(w)[0])))
+    assert np.all(floor[1:] == floor[1])
+    assert floor[1] < stats.t.ppf(level, 2) / 2  # t_2's tail is 2.5× as far out
+    assert floor[1] <= stats.t.ppf(level, np.floor(mc.satterthwaite(w)[1:].min())) + 1e-12
+
+
+def test_one_unstable_search_widens_only_its_own_pairs() -> None:
+    """Nine methods searched by 3 studies each, one of whose searches is unstable (study sd
+    30× the others'): its pairs keep its own 2-df estimate and get t_2-like critical values
+    (balanced over the pairs), every other pair keeps the Tukey–Kramer floor of the pool,
+    as it would without that method. One common c (Hsu's, the one-study rule) would be set
+    by the unstable pairs."""
+    rng = np.random.default_rng(31)
+    k, t, s, c = 9, 3, 12, 60
+    sums = rng.binomial(10, 0.5, (k, s, c)).astype(float) + rng.normal(0, 0.5, (1, s, 1))
+    sds = np.full(k, 0.3)
+    sds[4] = 9.0
+    sums += (rng.normal(0, 1, (k, t)) * sds[:, None])[:, np.arange(s) % t, None]
+    mc = crossed_moments(tuple("abcdefghi"), sums, np.full(c, 10.0), np.arange(s) % t)
+    pi, pj, w = pair_contrasts(k)
+    floor = pairs_floor(mc, 0.05)
+    crit = critical_value(mc, w, 0.05, floor=floor)
+    unstable = (pi == 4) | (pj == 4)
+    assert np.all(crit[~unstable] == pytest.approx(crit[~unstable][0]))
+    assert crit[~unstable][0] < 1.3 * floor[~unstable][0]
+    assert crit[unstable].min() > 2 * crit[~unstable].max()
+    common = np.quantile(crit, 1.0)  # what one c for all would have to be at least
+    assert common > 2 * crit[~unstable].max()
