@@ -74,6 +74,7 @@ class BoardAnalysis:
     stability: str | None = None  # the Kendall τ line
     studies: int = 1  # search studies the seeds are nested in (moments.crossed_moments)
     below_start: tuple[str, ...] = ()  # trained methods not above the pretrained row's mean
+    own_studies: tuple[str, ...] = ()  # methods whose searches left the study pool (F test)
 
     @property
     def bold(self) -> dict[str, list[str]]:
@@ -144,9 +145,17 @@ class BoardAnalysis:
         if self.studies > 1:
             how += (
                 f"; the seeds nested in each tuned method's {self.studies} independent "
-                "search studies, whose between-study mean square "
-                f"({self.studies - 1} degrees of freedom) counts the search's own luck"
+                "search studies: the search's own luck, pooled over the methods whose "
+                "studies agree with the others' (F test at 1%), and for a method whose "
+                f"studies disagree beyond that from its own {self.studies - 1} degrees of "
+                "freedom, with critical values balanced over the pairs"
             )
+            if self.own_studies:
+                how += (
+                    f" (here {', '.join(self.own_studies)}: such a method might be far "
+                    "better or worse than its mean says, so its interval, and the lower end "
+                    "of every other method's, is wide)"
+                )
         few = (
             f"; with {len(self.shared_seeds)} seeds the seed variance rests on "
             f"{len(self.shared_seeds) - 1} degrees of freedom, so read the verdicts as "
@@ -242,8 +251,15 @@ def analyse_board(
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return BoardAnalysis(
         metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability,
-        moments.studies, below,
+        moments.studies, below, _own_studies(moments),
     )  # fmt: skip
+
+
+def _own_studies(mc: MeanCovariance) -> tuple[str, ...]:
+    """The methods whose search studies disagree beyond the pool's (moments.study_excess)."""
+    if not mc.nested:
+        return ()
+    return tuple(m for m, own in zip(mc.methods, mc.study_excess().own, strict=True) if own)
 
 
 def board_moments(

@@ -64,9 +64,13 @@ board prints no *equivalent* (``equivalence=False``).
 Seeds nested in search studies (``search.studies``: several independent searches per tuned
 entry, each retrained on its share of the seeds) add the study and study × class matrices with
 T − 1 and (T − 1)(C − 1) df (:mod:`dmlbench.report.moments`, which holds every moment
-estimate): the study part enters each standard error, its Satterthwaite df and, as two more
-Wishart draws, the simulated critical value, the study component simulated at an upper
-confidence bound (docs/reports.md, "Where the search enters").
+estimate). Each method's study component (the search's own luck) is pooled over the methods
+unless an F test lets its unstable search keep its own 2-df estimate
+(:func:`~dmlbench.report.moments.study_excess`); it enters each standard error, its
+Satterthwaite df and, as two more Wishart draws, the simulated critical value, the pool
+simulated at an upper confidence bound. The rows' df then differ by an order of magnitude, so
+each row gets its own critical value at a common marginal level (:func:`critical_value`;
+docs/reports.md, "Where the search enters").
 
 Rank uncertainty comes from the same law: P(rank 1) and P(in the top 3) are the shares of
 normal draws of the means (around the observed ones) in which a method ranks first, top 3.
@@ -162,7 +166,7 @@ def pairs_floor(mc: MeanCovariance, alpha: float) -> np.ndarray:
     correlation of the pair contrasts (Hayter, Ann. Stat. 1984): a conservative bound for
     the case the plug-in simulation gets wrong (module docstring). One study: ν is the
     smallest Satterthwaite df over the pairs (rounded down), one floor for all, as c is one.
-    Nested: each pair's own df (:func:`_row_df`)."""
+    Nested: per row, as :func:`_row_df` says."""
     k = len(mc.means)
     w = pair_contrasts(k)[2]
     if k < 2:

@@ -213,3 +213,24 @@ def test_bar_axis_never_calls_one_seed_a_spread() -> None:
     assert "no error bar for n=1" in spread_words(pd.Series([1, 3]))
     data = bar_data(summary_table(records_frame(board({"a": [0.9], "b": [0.5]}))), "recall@1")
     assert data["std"].tolist() == [0.0, 0.0, 0.0]  # drawn without bars, labelled n=1
+
+
+def test_the_legend_names_a_search_that_left_the_study_pool() -> None:
+    """A board whose seeds are nested in 3 studies says how the search's luck is counted, and
+    names the methods whose studies disagree beyond the pool (their own 2 df)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from dmlbench.report.board import _own_studies
+    from dmlbench.report.moments import crossed_moments
+
+    rng = np.random.default_rng(3)
+    sums = rng.binomial(10, 0.5, (5, 12, 40)).astype(float)
+    sums[2] += rng.normal(0, 25, 3)[np.arange(12) % 3, None]
+    mc = crossed_moments(tuple("abcde"), sums, np.full(40, 10.0), np.arange(12) % 3)
+    assert _own_studies(mc) == ("c",)
+    plain = analyse_board(records_frame(board(WINNER)), board(WINNER))
+    nested = replace(plain, studies=3, own_studies=_own_studies(mc))
+    assert "pooled over the methods" in nested.legend and "here c:" in nested.legend
+    assert "pooled over the methods" not in plain.legend
