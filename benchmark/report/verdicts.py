@@ -226,41 +226,40 @@ def critical_value(
     p* of their minimum is simulated, and row r's c is t_{ν_r} at 1 − p*/2. Coverage of the
     family is 1 − α by construction; a row's width follows its own df.
     """
-    m = len(w)
-    floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (m,))
-    var = mc.contrasts(w)
-    ok = var > 0
+    floor = np.broadcast_to(np.asarray(floor, dtype=np.float64), (len(w),))
+    ok = mc.contrasts(w) > 0
     if not ok.any():
         return floor.copy()
+    t = _studentised_draws(mc, w[ok], n, seed)
+    if not mc.nested:
+        return np.maximum(float(np.quantile(t.max(axis=1), 1 - alpha)), floor)
+    from scipy import stats
+
+    nu = np.minimum(mc.satterthwaite(w[ok]), 1e6)
+    level = float(np.quantile((2 * stats.t.sf(t, nu)).min(axis=1), alpha))
+    out = floor.copy()
+    out[ok] = np.maximum(stats.t.isf(level / 2, nu), floor[ok])
+    return out
+
+
+def _studentised_draws(mc: MeanCovariance, w: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``n`` draws (n × m) of |w·(m̂ − m)| / ŝe under the fitted law (:func:`critical_value`):
+    a normal deviation of the means and, independently, Wishart draws of every mean-square
+    matrix, from which the standard errors are estimated as the data's are."""
     sim = mc if mc.seed_sim is None else replace(mc, seed=mc.seed_sim)
     if sim.study_sim is not None:
         sim = replace(sim, study=sim.study_sim)
     z = law_draws(sim, n, seed)
     rng = np.random.default_rng([seed, 1])
-    wk = w[ok]
-    drawn = [_wishart(x, df, len(z), rng) if np.any(x) else None
+    k = w.shape[1]
+    drawn = [_wishart(x, df, n, rng) if np.any(x) else np.zeros((n, k, k))
              for x, df in zip(sim.parts, sim.parts_df, strict=True)]  # fmt: skip
-    quad = [np.zeros((len(z), len(wk))) if d is None else ((d @ wk.T) * wk.T).sum(axis=1)
-            for d in drawn[:3]]  # fmt: skip
-    v = combine(quad)
+    v = combine([((d @ w.T) * w.T).sum(axis=1) for d in drawn[:3]])  # n × m quadratic forms
     if sim.nested:
-        seed_d, _cls, resid_d, study_d, study_cls_d = (
-            np.zeros((len(z), len(w[0]), len(w[0]))) if d is None else d for d in drawn
-        )
+        seed_d, _cls, resid_d, study_d, study_cls_d = drawn
         implied = seed_d + study_cls_d - resid_d
-        excess = study_excess(study_d, implied, sim.study_df[0], sim.own_level).value
-        v = v + excess @ (wk * wk).T
-    t = np.abs(z @ wk.T) / np.where(v > 0, np.sqrt(v), np.inf)
-    if not mc.nested:
-        return np.maximum(float(np.quantile(t.max(axis=1), 1 - alpha)), floor)
-    from scipy import stats
-
-    nu = np.minimum(mc.satterthwaite(wk), 1e6)
-    p_min = (2 * stats.t.sf(t, nu)).min(axis=1)
-    level = float(np.quantile(p_min, alpha))
-    out = floor.copy()
-    out[ok] = np.maximum(stats.t.isf(level / 2, nu), floor[ok])
-    return out
+        v = v + study_excess(study_d, implied, sim.study_df[0], sim.own_level).value @ (w * w).T
+    return np.abs(z @ w.T) / np.where(v > 0, np.sqrt(v), np.inf)
 
 
 def compare_with_best(
