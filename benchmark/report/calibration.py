@@ -27,11 +27,13 @@ Procedures compared (:data:`PROCEDURES`): the package's (moments; nested in the 
 there are several), the crossed bootstrap it replaces (which counts the seed × class noise
 three times), the same moments with seeds unpaired across methods, per-pair intervals (not
 simultaneous), a point-estimate rule for *equivalent* and, on boards of several studies, the
-moments with the study level ignored (the 12 seeds treated as exchangeable). All but the
+moments with the study level ignored (the 12 seeds treated as exchangeable) and one pool of
+study luck that no method leaves (no F test). All but the
 first live in :mod:`dmlbench.report.procedures`, and only there, as the broken variants the
 tests must catch.
 
-Run ``python -m dmlbench.report.calibration --boards 500`` for the table in docs/reports.md.
+Run ``python -m dmlbench.report.calibration --boards 500`` for the table in docs/reports.md
+(``--only studies`` for the generators searched by several studies alone).
 """
 
 from __future__ import annotations
@@ -350,6 +352,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="the committed boards")
     parser.add_argument("--fit", nargs="+", default=list(FITTED), help="boards to fit to")
     parser.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    parser.add_argument(
+        "--only", default="", metavar="TEXT",
+        help="only the generators whose description contains TEXT (e.g. 'studies')",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         parser.exit(2, f"{args.root}: no such folder of boards\n")
@@ -358,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "scenario; false *worse*, power and any *equivalent* with Wilson 95% Monte-Carlo "
         "intervals."
     ]
-    for comp in generators(args.root, args.fit):
+    for comp in [g for g in generators(args.root, args.fit) if args.only in g.name]:
         result = rates(procedures_for(comp), comp, args.boards)
         parts += [f"**{describe(comp)}.**", table(result)]
         print(parts[-2], parts[-1], sep="\n\n", flush=True)

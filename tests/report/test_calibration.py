@@ -233,6 +233,10 @@ def test_the_command_writes_the_table(tmp_path: Path) -> None:
     # icons-mini, unequal, 3 studies, one search 16× and one 4× as unstable as the others
     assert text.count("| moments (this package) |") == 5
     assert text.count("| moments, study level ignored |") == 3
+    only = tmp_path / "studies.md"
+    cal.main(["--boards", "2", "--root", str(ROOT), "--fit", "icons-mini", "--only", "studies",
+              "--out", str(only)])  # fmt: skip
+    assert only.read_text(encoding="utf-8").count("| moments (this package) |") == 3
     with pytest.raises(SystemExit) as err:
         cal.main(["--root", str(tmp_path / "none")])
     assert err.value.code == 2
