@@ -244,7 +244,10 @@ def analyse_board(
     drawn = board_moments(records, scores, metric, methods, shared)
     assert drawn is not None  # two shared seeds or more
     moments, resampled = drawn
-    verdicts = compare_with_best(moments, margin, ALPHA, higher, equivalence=resampled == CROSSED)
+    span = 1.0 if catalogue.is_percent(metric) else None  # a fraction's gaps lie in ±1
+    verdicts = compare_with_best(
+        moments, margin, ALPHA, higher, equivalence=resampled == CROSSED, span=span
+    )
     means = {m: {metric: float(v)} for m, v in df.groupby("method")[metric].mean().items()}
     below = no_better_than_start(means, metric, higher)
     verdicts = verdicts.assign(below_start=[m in below for m in verdicts.index])

@@ -222,6 +222,8 @@ def defaults_vs_tuned(tuned: list[Record], defaults: list[Record]) -> pd.DataFra
         return empty
     diff, how, same = _difference_moments(tuned, defaults, both, seeds, metric)
     lower, upper = simultaneous_intervals(diff) if len(seeds) >= 2 else (diff.means, diff.means)
+    if catalogue.is_percent(metric):  # a fraction's differences lie in ±1 (compare_with_best)
+        lower, upper = np.maximum(lower, -1.0), np.minimum(upper, 1.0)
     delta = equivalence_margin(tuned[0].protocol)
 
     def mean(records: list[Record], m: str) -> float:

@@ -271,6 +271,7 @@ def compare_with_best(
     critical: float | None = None,
     n_sim: int = N_SIM,
     equivalence: bool = True,
+    span: float | None = None,
 ) -> pd.DataFrame:
     """Per method: the difference to the best of the others with its simultaneous interval,
     the verdict, P(rank 1) and P(top 3). Rows in the order of the observed means, best first.
@@ -278,7 +279,11 @@ def compare_with_best(
     ``critical`` replaces the critical value c (only :mod:`dmlbench.report.calibration`
     does, to show what per-pair intervals would claim). Without ``equivalence`` no method is
     called *equivalent* (records without per-query values: the intervals miss the test-query
-    component, so "inside ±δ" would be a claim they cannot back).
+    component, so "inside ±δ" would be a claim they cannot back). ``span``: the width of the
+    range the metric's means live in (1 for a fraction), when it has one: every gap lies in
+    ± that, and an interval is cut to it (a confidence set intersected with the parameter
+    space keeps its coverage; no verdict changes). It matters where a method with its own
+    2-df study estimate makes every lower end wide.
     """
     sign = 1.0 if higher_is_better else -1.0
     mu = sign * mc.means  # the covariance is unchanged by the sign
@@ -302,6 +307,8 @@ def compare_with_best(
         half = c[i, others] * se[i, others]  # a pair that never varies: zero width
         lower = float((diff[i, others] - half).min())
         upper = float((diff[i, others] + half).min())
+        if span is not None:
+            lower, upper = max(lower, -span), min(upper, span)
         verdict = UNDECIDED
         if upper < 0:
             verdict = WORSE

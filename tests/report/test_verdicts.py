@@ -198,3 +198,20 @@ def test_one_unstable_search_widens_only_its_own_pairs() -> None:
     assert crit[unstable].min() > 2 * crit[~unstable].max()
     common = np.quantile(crit, 1.0)  # what one c for all would have to be at least
     assert common > 2 * crit[~unstable].max()
+
+
+def test_intervals_are_cut_to_the_range_of_a_fraction_and_no_verdict_moves() -> None:
+    """A method with its own 2-df study estimate makes every lower end wide (it might be the
+    best by far); a fraction's gap to the best lies in ±1, so ``span=1`` cuts the intervals
+    there and leaves every verdict as it was."""
+    rng = np.random.default_rng(32)
+    k, t, s, c = 6, 3, 12, 60
+    sums = rng.binomial(10, 0.5, (k, s, c)).astype(float)
+    sums[0] += rng.normal(0, 4, t)[np.arange(s) % t, None]
+    sums[5] -= 1.5  # clearly worse
+    mc = crossed_moments(tuple("abcdef"), sums, np.full(c, 10.0), np.arange(s) % t)
+    assert mc.study_excess().own[0]
+    wide = compare_with_best(mc, DELTA)
+    cut = compare_with_best(mc, DELTA, span=1.0)
+    assert wide["lower"].min() < -1 and cut["lower"].min() >= -1 and cut["upper"].max() <= 1
+    assert list(cut["verdict"]) == list(wide["verdict"]) and WORSE in list(cut["verdict"])
