@@ -90,8 +90,9 @@ TEXT = (
     "equivalent where it lies inside ±{delta} (δ, the protocol's report setting), undecided "
     "otherwise. A method marked (same runs) had its defaults selected with the same epoch "
     "count, so its runs are bit-identical on these seeds; its interval treats the two "
-    "entries' seeds as unpaired (what other seeds would have given), never a zero width, and "
-    "the search's own chance is not yet in it. Selection on one validation fold ({fold}) is "
+    "entries' seeds as unpaired (what other seeds would have given), never a zero width. The "
+    "search's own chance is in an interval only where the tuned board was searched by several "
+    "studies (its seeds nested in them). Selection on one validation fold ({fold}) is "
     "noisy, so tuned can come out worse than the defaults. No rank change is shown: without "
     "its uncertainty it reads as a finding."
 )
