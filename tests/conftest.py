@@ -20,13 +20,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def tiny_glyphs_protocol():
-    """glyphs-mini shrunk to 40 classes and one epoch: seconds per method on a CPU."""
+    """glyphs-mini shrunk to 40 classes and one epoch, from random weights: seconds per method
+    on a CPU (the trunk's path has tests of its own: tests/models/test_trunks.py,
+    tests/test_run.py)."""
     from dmlbench.protocol import load_protocol
 
     return load_protocol("glyphs-mini").with_overrides(
         {
             "data.params.num_classes": 40,
             "optim.epochs": 1,
+            "model.pretrained": None,
             "batch.size": 40,  # every listed method divides it (exact batches)
             "search.trials": 0,  # paper defaults: tests of the training path, not tuning
         },

@@ -31,11 +31,11 @@ def _args(channels_last: bool = False, compile_: bool = False) -> argparse.Names
 @pytest.mark.parametrize(
     ("flags", "name", "changes"),
     [
-        ((True, False), "glyphs-mini@channels_last", {"channels_last": True}),
-        ((False, True), "glyphs-mini@compile", {"compile": True}),
+        ((True, False), "glyphs@channels_last", {"channels_last": True}),
+        ((False, True), "glyphs@compile", {"compile": True}),
         (
             (True, True),
-            "glyphs-mini@channels_last@compile",
+            "glyphs@channels_last@compile",
             {"channels_last": True, "compile": True},
         ),
     ],
@@ -43,7 +43,7 @@ def _args(channels_last: bool = False, compile_: bool = False) -> argparse.Names
 def test_the_flags_derive_a_protocol_with_its_own_hash(
     flags: tuple[bool, bool], name: str, changes: dict[str, bool]
 ) -> None:
-    base = load_protocol("glyphs-mini")
+    base = load_protocol("glyphs")
     overrides: dict[str, object] = {}
     derived = _override_numeric_path(base, _args(*flags), overrides)
     assert derived.name == name and derived.hash != base.hash
@@ -53,7 +53,7 @@ def test_the_flags_derive_a_protocol_with_its_own_hash(
 
 
 def test_without_the_flags_or_when_the_protocol_asks_already_nothing_changes() -> None:
-    base = load_protocol("glyphs-mini")
+    base = load_protocol("glyphs")
     overrides: dict[str, object] = {}
     assert _override_numeric_path(base, _args(), overrides) is base
     nhwc = base.with_overrides({"model.channels_last": True})
@@ -62,11 +62,13 @@ def test_without_the_flags_or_when_the_protocol_asks_already_nothing_changes() -
 
 
 def test_every_network_of_a_channels_last_protocol_is_nhwc() -> None:
-    """Training, the untrained row and a kept model rebuilt all go through ``init_model``."""
-    base = load_protocol("glyphs-mini")
+    """Training, the untrained row and a kept model rebuilt all go through ``init_model``
+    (glyphs asks for neither flag; glyphs-mini starts from a trunk in channels-last memory)."""
+    base = load_protocol("glyphs")
     for protocol, fmt in [
         (base, torch.contiguous_format),
         (base.with_overrides({"model.channels_last": True}), torch.channels_last),
+        (load_protocol("glyphs-mini"), torch.channels_last),  # loaded from a trunk, then NHWC
     ]:
         model = init_model(protocol, None, 1, seed=0)
         convs = [m.weight for m in model.modules() if isinstance(m, torch.nn.Conv2d)]

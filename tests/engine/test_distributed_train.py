@@ -26,6 +26,11 @@ def protocol():
             "batch.size": 30,  # multi-similarity's 5 per class: 3 classes per rank
             "methods": ["multi-similarity"],
             "model.frozen_bn": True,
+            # glyphs-mini v4's start, step and memory layout, for which the tolerance below
+            # was set (3 steps from a trunk at lr 3e-3 move weights 3 times as far)
+            "model.pretrained": None,
+            "model.channels_last": False,
+            "optim.lr": 1.0e-3,
         },
         name="ddp-check",
     )

@@ -33,14 +33,17 @@ DEF, TUN = f"{TINY}@defaults", TINY  # its two boards
 def tiny_protocol_file(folder: Path, epochs: int = 1, gate_margin: float = -1.0) -> Path:
     """glyphs-mini at 32 classes (16 train, 16 test), one epoch of batches of 20 (every listed
     method's samples per class divides it; the search's 12 classes fill it at 2 per class),
-    2 search trials: about a second per run. Such a board tests the machinery, not a metric:
-    its gate is off (``report.gate_margin`` −1) unless a test sets it."""
+    2 search trials of one study, from random weights: about a second per run (several
+    studies: tests/leaderboard/test_boards.py; the trunk: tests/models/test_trunks.py). Such a
+    board tests the machinery, not a metric: its gate is off (``report.gate_margin`` −1) unless a test sets it."""
     protocol = load_protocol("glyphs-mini").with_overrides(
         {
             "data.params.num_classes": 32,
             "optim.epochs": epochs,
             "batch.size": 20,
             "search.trials": 2,
+            "search.studies": 1,
+            "model.pretrained": None,
             "report.gate_margin": gate_margin,
         },
         name=TINY,

@@ -55,7 +55,7 @@ def test_pretraining_is_deterministic(trunk_dir: Path) -> None:
 
 def test_a_protocol_starts_from_the_trunk_and_hashes_it(trunk_dir: Path) -> None:
     sha = _made(trunk_dir)
-    base = load_protocol("glyphs-mini")
+    base = load_protocol("glyphs")  # random weights (glyphs-mini starts from a shipped trunk)
     protocol = base.with_overrides({"model.pretrained": "trunk:tiny"})
     assert trunks.identity("tiny") == {
         "trunk": "tiny",
@@ -97,7 +97,7 @@ def test_a_trunk_without_weights_names_the_command(trunk_dir: Path) -> None:
 def test_unknown_trunks_and_foreign_weights_are_one_line(trunk_dir: Path) -> None:
     from dmlbench.errors import ProtocolError
 
-    base = load_protocol("glyphs-mini")
+    base = load_protocol("glyphs")
     with pytest.raises(ProtocolError, match=r"unknown trunk 'tinny' \(did you mean 'tiny'"):
         base.with_overrides({"model.pretrained": "trunk:tinny"})
     with pytest.raises(ProtocolError, match=r"small-cnn' has no weights 'imagenet'"):

@@ -38,6 +38,7 @@ def tiny(trials: int = 3, **extra: Any) -> Any:
             "optim.epochs": 2,
             "batch.size": 40,  # every listed method divides it (exact batches)
             "search.trials": trials,
+            "search.studies": 1,  # one search (tests/search/test_studies.py: several)
             "seeds": [0],
             **extra,
         },

@@ -35,7 +35,7 @@ def proposals(records: list[Record], index: int) -> list[tuple[int, str]]:
 
 
 def test_the_key_keeps_every_hash_and_needs_a_seed_per_study() -> None:
-    base = load_protocol("glyphs-mini")
+    base = load_protocol("poses-mini")  # one study, seeds 0-2
     assert base.search.studies == 1
     assert base.with_overrides({"search.studies": 1}).hash == base.hash
     three = base.with_overrides({"search.studies": 3, "seeds": list(range(12))})
