@@ -100,6 +100,7 @@ LEADERBOARD: dict[str, BoardSpec] = make_boards(
     ("emoji-mini", "emoji-mini"),
     ("icons-mini", "icons-mini"),
     ("poses-mini", "poses-mini"),
+    ("hanzi-mini", "hanzi-mini"),
 )
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
 # Catalogue entries on the boards beside the founding papers' methods: the later losses a
@@ -129,8 +130,8 @@ DEFAULTS_ONLY: dict[str, str] = {
 # defaults board beside each then re-runs what its tuned board does not cover: glyphs-mini's
 # one entry per loss family (pair, triplet, pair weighting, proxy, softmax classification,
 # list-wise AP) and dreml (which has no tuned entry), poses-mini's log-ratio (its three methods
-# cost a minute each). emoji-mini and icons-mini re-run one entry per family on their tuned
-# boards and two (a pair and a proxy loss) on their defaults boards. The untrained row is
+# cost a minute each). emoji-mini, icons-mini and hanzi-mini re-run one entry per family on
+# their tuned boards and two (a pair and a proxy loss) on their defaults boards. The untrained row is
 # always re-run (it is cheap and it checks the data and the backbone).
 _FAMILIES = (
     "contrastive",
@@ -147,6 +148,8 @@ CHECK_SUBSET: dict[str, tuple[str, ...]] = {
     "emoji-mini@defaults": ("contrastive", "proxy-anchor"),
     "icons-mini": _FAMILIES,
     "icons-mini@defaults": ("contrastive", "proxy-anchor"),
+    "hanzi-mini": _FAMILIES,
+    "hanzi-mini@defaults": ("contrastive", "proxy-anchor"),
 }
 
 
