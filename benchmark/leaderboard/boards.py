@@ -114,6 +114,7 @@ LEADERBOARD: dict[str, BoardSpec] = make_boards(
     ("emoji-mini", "emoji-mini"),
     ("icons-mini", "icons-mini"),
     ("poses-mini", "poses-mini"),
+    ("hanzi-mini", "hanzi-mini"),
 )
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
 # Catalogue entries on the boards beside the founding papers' methods: the later losses a
