@@ -11,7 +11,7 @@ By hand, a laptop-sized screenshot of any page, scrolled to an optional anchor (
 docs/leaderboard-page.png is made: the tuned glyphs-mini board)::
 
     python -m tests.report.test_html_browser reports/leaderboard/index.html \
-        docs/leaderboard-page.png glyphs-mini-13eb26e7aa5d
+        docs/leaderboard-page.png glyphs-mini-319b3ae60807
 """
 
 from __future__ import annotations
