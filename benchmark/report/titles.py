@@ -107,10 +107,25 @@ def search_trials(ref: ProtocolRef, records: Iterable[Record] = ()) -> int:
     return declared if declared is not None else spent_trials(records)
 
 
-def budget_words(trials: int) -> str:
-    """The board and its budget in words, for titles and captions."""
+def search_studies(ref: ProtocolRef, records: Iterable[Record] = ()) -> int:
+    """Independent searches per method of the board of ``ref`` (``search.studies``): the
+    protocol's where it can be rebuilt with the same hash, else the most any final run's
+    record names (1 where none does)."""
+    protocol = rebuilt_protocol(ref.name, ref.hash)
+    if protocol is not None:
+        return protocol.search.studies if protocol.search.trials > 0 else 1
+    finals = [r for r in records if r.stage == "final"]
+    return max((int(r.search.get("studies", 1)) for r in finals), default=1)
+
+
+def budget_words(trials: int, studies: int = 1) -> str:
+    """The board and its budget in words, for titles and captions: with several studies the
+    budget is each study's trials, and the reader must see that a method was searched more
+    than once."""
     if trials <= 0:
         return DEFAULTS_WORDS
+    if studies > 1:
+        return f"tuned: {studies} searches of {trials} trials per method on validation classes"
     return f"tuned: {trials}-trial search per method on validation classes"
 
 
@@ -119,7 +134,8 @@ def board_title(ref: ProtocolRef, records: Iterable[Record] = (), margin: str = 
     13eb26e7aa5d)``: the title of every per-protocol table, page and plot; ``margin`` (the
     verdicts' equivalence margin in words, :func:`margin_words`) is added before the hash
     where the board prints verdicts, since a verdict *equivalent* means nothing without it."""
-    words = budget_words(search_trials(ref, records))
+    records = list(records)
+    words = budget_words(search_trials(ref, records), search_studies(ref, records))
     extra = f"; {margin}" if margin else ""
     return f"{ref.name} v{ref.version}, {words}{extra}{HASH_PART}{ref.hash[:12]})"
 
@@ -144,5 +160,6 @@ def sweep_budgets(records: Iterable[Record]) -> dict[str, str]:
             boards[(parsed[0], r.protocol.name, r.protocol.hash)].append(r)
     words: dict[str, set[str]] = defaultdict(set)
     for (base, _, _), group in boards.items():
-        words[base].add(budget_words(search_trials(group[0].protocol, group)))
+        ref = group[0].protocol
+        words[base].add(budget_words(search_trials(ref, group), search_studies(ref, group)))
     return {base: " / ".join(sorted(w)) for base, w in words.items()}

@@ -12,7 +12,13 @@ import pytest
 from dmlbench.protocol import load_protocol
 from dmlbench.records import ProtocolRef, Record
 from dmlbench.report.build import build_reports
-from dmlbench.report.titles import board_title, budget_words, search_trials, wrap_title
+from dmlbench.report.titles import (
+    board_title,
+    budget_words,
+    search_studies,
+    search_trials,
+    wrap_title,
+)
 from tests.report.test_build import rec
 
 DEFAULTS_WORDS = "paper defaults, no search"
@@ -38,17 +44,17 @@ def board(
 def test_tuned_and_defaults_boards_name_their_budget_everywhere(tmp_path: Path) -> None:
     """The shipped protocol is rebuilt from the records' name and its hash checked, so the
     title states its declared search budget: in the Markdown heading, the HTML title and
-    heading, and the forest plot's title."""
+    heading, and the forest plot's title; several search studies are named as such."""
     tuned = load_protocol("glyphs-mini")
     defaults = tuned.without_search()
-    assert tuned.search.trials > 0
+    assert tuned.search.trials == 4 and tuned.search.studies == 3
     records = [
         *board(tuned.name, tuned.hash, version=tuned.version),
         *board(defaults.name, defaults.hash, version=defaults.version),
     ]
     build_reports(records, tmp_path)
     expected = [
-        (tuned, f"tuned: {tuned.search.trials}-trial search per method on validation classes"),
+        (tuned, "tuned: 3 searches of 4 trials per method on validation classes"),
         (defaults, DEFAULTS_WORDS),
     ]
     for protocol, words in expected:
@@ -80,6 +86,12 @@ def test_budget_from_the_records_when_the_protocol_cannot_be_rebuilt() -> None:
         f"glyphs-mini v1, {DEFAULTS_WORDS} (protocol hash {'f' * 12})"
     )
     assert budget_words(20) == "tuned: 20-trial search per method on validation classes"
+    studied = board("mine", "a" * 64, {"trials": 4, "studies": 3})
+    assert search_studies(mine, studied) == 3 and search_studies(mine, trials) == 1
+    assert board_title(mine, studied) == (
+        "mine v1, tuned: 3 searches of 4 trials per method on validation classes "
+        f"(protocol hash {'a' * 12})"
+    )
 
 
 def test_plot_titles_break_before_the_hash() -> None:
