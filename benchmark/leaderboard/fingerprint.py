@@ -1,7 +1,10 @@
 """A seconds-long fingerprint of the numeric path: does this machine reproduce the boards?
 
 ``dmlbench check`` answers that question too, but in minutes. The fingerprint trains one
-method for :data:`STEPS` steps on glyphs-mini at one torch thread, hashes the weights
+method for :data:`STEPS` steps on glyphs-mini v4 (:data:`PROTOCOL`, frozen here: the
+fingerprint must not move when the shipped protocol gets a new version, or every recorded
+path's values would be void until a machine of each vendor re-recorded them) at one torch
+thread, hashes the weights
 (SHA-256 over every tensor's bytes, in name order) and the test split's metrics, and compares
 both with the values committed in ``results/leaderboard/fingerprint.yaml``. Training touches
 every kernel family a board run does (oneDNN convolutions, MKL matrix products in the head and
@@ -44,7 +47,37 @@ from dmlbench.protocol import StrictModel
 
 FILE = "fingerprint.yaml"
 PATHS = "paths"  # the other numeric paths' files, beside FILE
-PROTOCOL, METHOD, SEED, STEPS = "glyphs-mini", "contrastive", 0, 20
+METHOD, SEED, STEPS = "contrastive", 0, 20
+#: glyphs-mini v4 as shipped until v5 (hash 13eb26e7aa5d): random weights, 4 epochs, letters
+#: as v4 drew them; a test checks the hash.
+PROTOCOL: dict[str, Any] = yaml.safe_load(
+    """
+name: glyphs-mini
+version: 4
+description: embedded glyphs, 200/200 classes, 16 px, small CNN, 64-d
+data:
+  dataset: glyphs
+  params: {image_size: 16, num_classes: 400, instances_per_font: 1, seed: 0}
+model: {backbone: small-cnn, pretrained: null, embedding_size: 64, normalize: true}
+batch: {size: 60, samples_per_class: null}
+optim: {name: adam, lr: 1.0e-3, weight_decay: 0.0, epochs: 4, schedule: cosine}
+metrics: {recall_at: [1, 2, 4, 8], nmi: true, map_at_r: true, r_precision: true}
+search:
+  trials: 8
+  sampler: tpe
+  pruner: median
+  validation: {by: classes, folds: 1, fraction: 0.25}
+seeds: [0, 1, 2]
+methods: [contrastive, multi-similarity, proxy-softmax, triplet-semihard]
+"""
+)
+
+
+def fingerprint_protocol() -> Any:
+    """:data:`PROTOCOL` validated (a :class:`~dmlbench.protocol.Protocol`)."""
+    from dmlbench.protocol import validate_protocol
+
+    return validate_protocol(PROTOCOL, source="the fingerprint's protocol (glyphs-mini v4)")
 
 
 def _tensor_sha256(model: Any) -> str:
@@ -63,10 +96,9 @@ def compute() -> dict[str, Any]:
     from dmlbench.engine.train import embed, train
     from dmlbench.methods import create_method
     from dmlbench.options import torch_threads
-    from dmlbench.protocol import load_protocol
     from dmlbench.simd import in_force
 
-    protocol = load_protocol(PROTOCOL)
+    protocol = fingerprint_protocol()
     data = load_data(protocol)
     with torch_threads(1):  # the boards' thread count: the reduction order is part of it
         method = create_method(METHOD, None, data.train.num_classes, protocol.model.embedding_size)

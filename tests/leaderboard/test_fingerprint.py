@@ -42,6 +42,15 @@ def test_this_machine_is_on_a_committed_numeric_path() -> None:
     assert where.why_not is None, f"{cpu_name()}: {where.why_not}"
 
 
+def test_the_fingerprint_runs_a_frozen_protocol() -> None:
+    """glyphs-mini v4, whatever version the shipped glyphs-mini is at: the committed paths'
+    fingerprints stay valid when the headline protocol changes."""
+    frozen = fingerprint.fingerprint_protocol()
+    assert frozen.hash.startswith("13eb26e7aa5d") and frozen.model.pretrained is None
+    committed = fingerprint.load(LEADERBOARD_DIR)
+    assert committed is not None and committed["protocol"] == f"glyphs-mini {frozen.short_hash}"
+
+
 @pytest.mark.slow
 def test_another_mkl_branch_gives_another_fingerprint() -> None:
     """The fingerprint can fail: MKL's vendor-chosen branch (AUTO) rounds differently."""
@@ -244,7 +253,7 @@ def test_record_path_of_some_boards_keeps_the_others_values(
 ) -> None:
     """``--record-path intel --protocol P``: re-runs only P's boards (a stand-in for the
     training here) and writes their values and digests beside the file's values of the other
-    boards, unchanged to the bit."""
+    boards, unchanged to the bit (emoji-mini: a board the path holds current values of)."""
     import shutil
 
     from dmlbench.records import Record
@@ -265,11 +274,13 @@ def test_record_path_of_some_boards_keeps_the_others_values(
         return []
 
     monkeypatch.setattr(check, "run_check", fake_run)
-    check.record_path(folder, "intel", names=["glyphs-mini", "glyphs-mini@defaults"])
+    check.record_path(folder, "intel", names=["emoji-mini", "emoji-mini@defaults"])
     [after] = [p for p in fingerprint.load_paths(folder) if p.name == "intel"]
-    assert ran == ["glyphs-mini", "glyphs-mini@defaults"]
-    assert after.boards == before.boards
-    for n in before.metrics:
-        changed = n.startswith("glyphs-mini")
+    assert ran == ["emoji-mini", "emoji-mini@defaults"]
+    current = {b: d for b, d in before.boards.items() if b not in UNRECORDED["intel"]}
+    assert after.boards == current  # the values of boards regenerated since are dropped
+    assert set(after.metrics) == set(current)
+    for n in after.metrics:
+        changed = n.startswith("emoji-mini")
         assert (after.metrics[n] == before.metrics[n]) != changed
-    assert after.metrics["glyphs-mini"]["contrastive"] == {"recall@1": 0.125}
+    assert after.metrics["emoji-mini"]["contrastive"] == {"recall@1": 0.125}

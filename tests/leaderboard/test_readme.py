@@ -23,7 +23,8 @@ def test_readme_shows_the_committed_tuned_board() -> None:
     seeds = len(boards.TUNED_SEEDS)
     version = boards.leaderboard_protocol("glyphs-mini").version
     assert (
-        f"glyphs-mini v{version}, tuned: 8-trial search" in shown and f"over {seeds} seeds" in shown
+        f"glyphs-mini v{version}, tuned: 3 searches of 4 trials" in shown
+        and f"over {seeds} seeds" in shown
     )
     no_learning = [line for line in shown.splitlines() if readme._is_baseline_row(line)]
     assert no_learning and shown.count("\n|") == 2 + readme.ROWS + len(no_learning)

@@ -184,19 +184,20 @@ def test_forest_data_is_the_verdicts_in_points() -> None:
 def test_on_the_committed_board_a_method_ten_points_behind_is_worse_never_equivalent_or_bold() -> (
     None
 ):
-    """Regression on the committed tuned glyphs-mini board (seeds and test classes crossed):
-    every method 10 or more Recall@1 points below the best is *worse* and not bold, and the
-    bold set is not the 16 of 20 that Holm over all 190 pairs printed."""
+    """Regression on the committed glyphs-mini defaults board (one study; seeds and test
+    classes crossed): every method 10 or more Recall@1 points below the best is *worse* and
+    not bold, and the bold set is not the 16 of 20 that Holm over all 190 pairs printed on v4's
+    tuned board."""
     from dmlbench.records import load_records
 
-    lb = Path(__file__).resolve().parents[2] / "results" / "leaderboard" / "glyphs-mini"
+    lb = Path(__file__).resolve().parents[2] / "results" / "leaderboard" / "glyphs-mini@defaults"
     records, _ = load_records(lb)
     finals = [r for r in records if r.stage == "final" and not r.overrides]
     b = analyse_board(records_frame(finals), finals)
     assert b.verdicts is not None and b.resampled == "seeds and test classes"
     v = b.verdicts
     behind = v[v["mean"] <= v["mean"].max() - 0.10]
-    assert len(behind) >= 5
+    assert len(behind) >= 4
     assert (behind["verdict"] == "worse").all()
     assert not set(behind.index) & set(b.bold["recall@1"])
     assert len(b.bold["recall@1"]) < 8

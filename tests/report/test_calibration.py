@@ -10,6 +10,7 @@ more boards."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -27,24 +28,32 @@ PACKAGE = "moments (this package)"
 
 @cache
 def generator(
-    board: str, unequal: float = 1.0, studies: int = 1, outlier: float = 1.0
+    board: str, unequal: float = 1.0, studies: int = 1, outlier: float = 1.0, shared: bool = False
 ) -> cal.Components:
     """The generator fitted to ``board``; with ``studies`` > 1, searched by that many studies
     per method whose selection luck has the methods' own seed sd (one method's ``outlier``
-    × that)."""
+    × that); with one, searched once, whatever nesting the fitted board had (glyphs-mini v5
+    has 3 studies: the tests set the study structure they check). ``shared``: a seed effect
+    common to every method at least as large as each method's own (root mean square), as on a
+    board trained from random weights where a seed's initialisation moves every method
+    together (glyphs-mini v4; from the trunk, v5's fitted shared part is 0): what exposes
+    seeds unpaired across methods."""
     records, _ = load_records(ROOT / board)
     comp = cal.fit_components(records, board)
     comp = comp.unequal(unequal) if unequal != 1.0 else comp
-    comp = comp.with_studies(studies) if studies > 1 else comp
+    comp = comp.with_studies(studies) if studies > 1 else replace(comp, studies=1, study=0.0)
+    if shared:
+        own = float(np.sqrt(np.mean(comp.seed_method**2)))
+        comp = replace(comp, seed_shared=max(comp.seed_shared, own))
     return comp.with_outlier(outlier) if outlier != 1.0 else comp
 
 
 @cache
 def tie_boards(
-    board: str, unequal: float, n: int, studies: int = 1, outlier: float = 1.0
+    board: str, unequal: float, n: int, studies: int = 1, outlier: float = 1.0, shared: bool = False
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     rng = np.random.default_rng(2026)
-    comp = generator(board, unequal, studies, outlier)
+    comp = generator(board, unequal, studies, outlier, shared)
     return [cal.simulate(rng, comp, np.zeros(K)) for _ in range(n)]
 
 
@@ -58,12 +67,18 @@ def run(variant: str, board: tuple[np.ndarray, np.ndarray], i: int, studies: int
 
 
 def band_check(
-    variant: str, board: str, unequal: float, n: int, studies: int = 1, outlier: float = 1.0
+    variant: str,
+    board: str,
+    unequal: float,
+    n: int,
+    studies: int = 1,
+    outlier: float = 1.0,
+    shared: bool = False,
 ) -> tuple[bool, float, float]:
     """(calibrated, false-worse rate, variance ratio) over ``n`` tied boards: the rate within
     [0.02, 0.06] widened by 2 Monte-Carlo sd at each end, and the procedure's mean variance of a
     difference within 2.5 sd (of a variance over n boards) of the true one."""
-    boards = tie_boards(board, unequal, n, studies, outlier)
+    boards = tie_boards(board, unequal, n, studies, outlier, shared)
     methods = tuple(map(str, range(K)))
     worse = sum(
         bool((run(variant, b, i, studies)["verdict"] == WORSE).any()) for i, b in enumerate(boards)
@@ -90,11 +105,11 @@ VARIANTS = [
 def test_false_worse_rate_under_ties_is_in_the_target_band(
     variant: str, calibrated: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """10 tied methods on glyphs-mini's sizes (12 seeds, 200 classes × 16 queries), 300
-    boards: the package's procedure lands in the band with an unbiased variance; today's
-    crossed bootstrap (variance ≈ 2.8×), unpaired seeds (≈ 2.8×) and per-pair intervals (rate
-    ≈ 0.8) miss it."""
-    ok, rate, ratio = band_check(variant, "glyphs-mini", 1.0, 300)
+    """10 tied methods on glyphs-mini's sizes (12 seeds, 200 classes × 16 queries) with a
+    seed effect shared by every method, 300 boards: the package's procedure lands in the band
+    with an unbiased variance; the earlier crossed bootstrap (variance ≈ 1.8×), unpaired seeds
+    (≈ 1.2×, false *worse* ≈ 0) and per-pair intervals (rate ≈ 0.7) miss it."""
+    ok, rate, ratio = band_check(variant, "glyphs-mini", 1.0, 300, shared=True)
     with capsys.disabled():
         print(f"\n{variant}: false-worse {rate:.3f}, variance ratio {ratio:.2f}")
     assert ok == calibrated
