@@ -63,6 +63,7 @@ DEFAULT_GATE_MARGIN = 0.10
 # adding an option never changes the identity of the protocols that do not use it.
 HASH_OMIT_DEFAULTS: dict[tuple[str, str], Any] = {
     ("optim", "steps_per_epoch"): None,
+    ("optim", "backbone_lr"): None,
     ("model", "channels_last"): False,
     ("model", "compile"): False,
     ("search", "studies"): 1,
@@ -169,6 +170,13 @@ class BatchSpec(FrozenModel):
 class OptimSpec(FrozenModel):
     name: Literal["adam", "adamw", "sgd", "rmsprop"] = "adam"
     lr: Float = Field(gt=0.0)
+    backbone_lr: Float | None = Field(
+        None,
+        gt=0.0,
+        description="learning rate of the backbone's parameters when it differs from `lr` "
+        "(which then drives the embedding head and the loss's own parameters); null: one "
+        "rate for the whole network",
+    )
     weight_decay: Float = Field(0.0, ge=0.0)
     momentum: Float = Field(0.9, ge=0.0, lt=1.0)
     epochs: Int = Field(gt=0, le=MAX_EPOCHS)

@@ -138,13 +138,13 @@ def test_derived_protocols_have_derived_names() -> None:
     assert base.without_search().hash != base.hash != base.with_trials(8).hash
 
 
-def test_steps_per_epoch_left_out_of_the_hash_at_its_default() -> None:
-    """Adding the option did not change the identity of protocols that do not use it."""
+@pytest.mark.parametrize(("key", "value"), [("steps_per_epoch", 3), ("backbone_lr", 3e-4)])
+def test_optional_optim_keys_left_out_of_the_hash_at_their_default(key: str, value: float) -> None:
+    """Adding an option did not change the identity of protocols that do not use it."""
     base = load_protocol("glyphs-mini")
-    assert base.optim.steps_per_epoch is None
-    shorter = base.with_overrides({"optim.steps_per_epoch": 3})
-    assert shorter.hash != base.hash
-    assert base.hash == protocol_hash(base.with_overrides({"optim.steps_per_epoch": None}))
+    assert getattr(base.optim, key) is None
+    assert base.with_overrides({f"optim.{key}": value}).hash != base.hash
+    assert base.hash == protocol_hash(base.with_overrides({f"optim.{key}": None}))
 
 
 @pytest.mark.parametrize("key", ["model.channels_last", "model.compile"])

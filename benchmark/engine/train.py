@@ -134,6 +134,26 @@ def on_memory_format(protocol: Protocol, model: nn.Module) -> nn.Module:
     return model
 
 
+def network_groups(protocol: Protocol, model: nn.Module) -> list[dict[str, Any]]:
+    """The network's trainable parameters as optimizer groups: one group, or, where the
+    protocol sets ``optim.backbone_lr``, the parameters of every module named ``backbone``
+    (a pretrained trunk, each learner's in an ensemble) at that rate and the rest (the
+    embedding head) at ``optim.lr``. Fine-tuning often moves a pretrained trunk more slowly
+    than the freshly initialised head, so that the head's first large gradients do not wreck
+    what the trunk learned."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    rate = protocol.optim.backbone_lr
+    if rate is None:
+        return [{"params": [p for _, p in params]}]
+    trunk = [p for n, p in params if "backbone" in n.split(".")]
+    if not trunk:
+        raise DmlbenchError(
+            f"optim.backbone_lr: protocol {protocol.name}'s network has no module named 'backbone'"
+        )
+    head = [p for n, p in params if "backbone" not in n.split(".")]
+    return [{"params": trunk, "lr": rate}, {"params": head}]
+
+
 def make_optimizer(protocol: Protocol, groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
     o = protocol.optim
     if o.name == "adam":
@@ -319,8 +339,7 @@ def _setup(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
     loss_fn = method.build_loss().to(device)
-    groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]
-    groups += method.param_groups(loss_fn, protocol.optim.lr)
+    groups = network_groups(protocol, model) + method.param_groups(loss_fn, protocol.optim.lr)
     opt = make_optimizer(protocol, groups)
     sched = make_scheduler(protocol, opt)
     step = _Stepper(

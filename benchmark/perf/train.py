@@ -69,14 +69,19 @@ def floor_epoch(
 ) -> tuple[float, float]:
     """(images/s, mean loss) of the same epoch in a bare loop (its first batches only when
     ``max_batches`` is given: a warm-up)."""
-    from dmlbench.engine.train import image_channels, init_model, make_optimizer, training_targets
+    from dmlbench.engine.train import (
+        image_channels,
+        init_model,
+        make_optimizer,
+        network_groups,
+        training_targets,
+    )
     from dmlbench.methods import method_for
 
     method = method_for(protocol, name, None, _classes(split))
     model = init_model(protocol, method, image_channels(split), seed)
     loss_fn = method.build_loss()
-    groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]
-    groups += method.param_groups(loss_fn, protocol.optim.lr)
+    groups = network_groups(protocol, model) + method.param_groups(loss_fn, protocol.optim.lr)
     opt = make_optimizer(protocol, groups)
     sampler = method.batch_sampler(
         split, protocol.batch.size, protocol.batch.samples_per_class, seed

@@ -71,3 +71,53 @@ def test_epoch_hook_adds_to_the_curve(tiny_glyphs_protocol) -> None:
     assert calls == [0, 1]
     assert [p["val_recall@1"] for p in result.curve] == [0.5, 1.5]
     assert result.steps == 2 * (len(data.train) // protocol.batch.size)
+
+
+def _moved(protocol, steps: int = 3) -> dict[str, float]:
+    """The largest change of the backbone's and of the head's parameters after ``steps``."""
+    from dmlbench.engine.train import image_channels, init_model
+
+    data = load_data(protocol)
+    method = create_method("contrastive", None, data.train.num_classes, 64)
+    start = init_model(protocol, method, image_channels(data.train), 0).state_dict()
+    result = train(protocol, method, data.train, seed=0, max_steps=steps, progress=False)
+    moved = {"backbone": 0.0, "head": 0.0}
+    for name, p in result.model.named_parameters():
+        part = "backbone" if name.startswith("backbone.") else "head"
+        moved[part] = max(moved[part], float((p.detach() - start[name]).abs().max()))
+    return moved
+
+
+def test_backbone_lr_drives_the_backbone_only(tiny_glyphs_protocol) -> None:
+    one_rate = _moved(tiny_glyphs_protocol)
+    assert one_rate["backbone"] > 1e-4 and one_rate["head"] > 1e-4
+    slow = _moved(tiny_glyphs_protocol.with_overrides({"optim.backbone_lr": 1e-9}))
+    assert slow["backbone"] < 1e-7  # Adam's steps are about the rate in size
+    assert slow["head"] > 1e-4
+
+
+def test_backbone_lr_groups_and_their_schedule(tiny_glyphs_protocol) -> None:
+    from dmlbench.engine.train import make_optimizer, make_scheduler, network_groups
+    from dmlbench.models.head import EmbeddingNet
+
+    protocol = tiny_glyphs_protocol.with_overrides({"optim.backbone_lr": 1e-4, "optim.lr": 1e-2})
+    net = EmbeddingNet(nn.Sequential(nn.Flatten(), nn.Linear(4, 3)), 3, 2)
+    groups = network_groups(protocol, net)
+    assert [len(g["params"]) for g in groups] == [2, 2]  # backbone's weight, bias; head's
+    assert groups[1]["params"][0] is net.head.weight
+    opt = make_optimizer(protocol, groups)
+    assert [g["lr"] for g in opt.param_groups] == [1e-4, 1e-2]
+    sched = make_scheduler(protocol, opt)
+    opt.step()
+    sched.step()  # one epoch of one: the cosine reaches 0 for both rates alike
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.0, 0.0])
+    assert len(network_groups(tiny_glyphs_protocol, net)) == 1
+
+
+def test_backbone_lr_needs_a_backbone(tiny_glyphs_protocol) -> None:
+    from dmlbench.engine.train import network_groups
+    from dmlbench.errors import DmlbenchError
+
+    protocol = tiny_glyphs_protocol.with_overrides({"optim.backbone_lr": 1e-4})
+    with pytest.raises(DmlbenchError, match=r"optim.backbone_lr: .* no module named 'backbone'"):
+        network_groups(protocol, nn.Linear(2, 2))
