@@ -128,7 +128,10 @@ def update_leaderboard(
         seeds = boards.LEADERBOARD[n].seeds
         board_spreads[n] = spreads | {m: _spreads(records[n, m], seeds) for m in chosen[n]}
     require(  # before anything is written
-        [gate(n, means(s), protocols[n].report.gate_margin) for n, s in board_spreads.items()]
+        [
+            gate(n, means(s), protocols[n].report.gate_margin, baselines_for(protocols[n]))
+            for n, s in board_spreads.items()
+        ]
     )
     for n, protocol in protocols.items():
         spreads, seeds = board_spreads[n], boards.LEADERBOARD[n].seeds

@@ -19,7 +19,7 @@ import pandas as pd
 
 from dmlbench.metrics import catalogue
 from dmlbench.protocol import DEFAULT_GATE_MARGIN
-from dmlbench.records import BASELINES, PRETRAINED, Record, atomic_write_text
+from dmlbench.records import BASELINES, PRETRAINED, Record, atomic_write_text, baselines_for
 from dmlbench.report.gate import BELOW_START, GateError, gate, no_better_than_start
 from dmlbench.report.tables import render_markdown, to_csv
 from dmlbench.report.titles import rebuilt_protocol
@@ -41,17 +41,20 @@ def board_means(records: Iterable[Record]) -> dict[str, dict[str, float]]:
     return {m: {k: sum(v) / len(v) for k, v in ms.items()} for m, ms in values.items()}
 
 
-def gate_margin(name: str, protocol_hash: str) -> float:
-    """The protocol's ``report.gate_margin`` where it can be rebuilt, else the default."""
+def gate_terms(name: str, protocol_hash: str) -> tuple[float, list[str]]:
+    """The protocol's ``report.gate_margin`` and its no-learning rows where it can be rebuilt;
+    else the default margin and the rows every protocol has (pixels, untrained)."""
     protocol = rebuilt_protocol(name, protocol_hash)
-    return protocol.report.gate_margin if protocol else DEFAULT_GATE_MARGIN
+    if protocol is None:
+        return DEFAULT_GATE_MARGIN, [b for b in BASELINES if b != PRETRAINED]
+    return protocol.report.gate_margin, baselines_for(protocol)
 
 
 def gate_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, object] | None:
     """One board's row (None when it has no trained method or no row without learning)."""
     means = board_means(records)
     try:
-        g = gate(name, means, gate_margin(name, protocol_hash))
+        g = gate(name, means, *gate_terms(name, protocol_hash))
     except GateError:
         return None
     trained = [m for m in means if m not in BASELINES]
@@ -66,7 +69,7 @@ def gate_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, 
         "row mean": round(100 * g.baseline_value, 1),
         "gain (points)": round(100 * g.margin, 1),
         "gate asks": round(100 * g.required, 1),
-        "gate": "passes" if g.passed else "fails",
+        "gate": g.status,
         BELOW_START: start,
     }
 
@@ -91,8 +94,9 @@ def render_gate(table: pd.DataFrame) -> str:
             render_markdown(table.set_index("board").astype(str), index_name="board"),
             "",
             f"A board is published only when its best method's gain is at least what the gate "
-            f"asks (`report.gate_margin` of its protocol). {BELOW_START.capitalize()}: methods "
-            "whose mean is not above the pretrained row's.",
+            f"asks (`report.gate_margin` of its protocol), over every row its protocol has: a "
+            f"board made before a row existed is not judged until it is regenerated. "
+            f"{BELOW_START.capitalize()}: methods whose mean is not above the pretrained row's.",
             "",
         ]
     )

@@ -19,7 +19,7 @@ method's own spread is in its verdict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dmlbench.errors import DmlbenchError
@@ -46,6 +46,7 @@ class Gate:
     baseline: str
     baseline_value: float
     required: float = DEFAULT_GATE_MARGIN
+    missing: tuple[str, ...] = ()  # rows the protocol has that the board lacks
 
     @property
     def margin(self) -> float:
@@ -53,14 +54,24 @@ class Gate:
 
     @property
     def passed(self) -> bool:
-        return self.margin >= self.required - 1e-12
+        """Cleared by the margin, against every row the protocol has: a board without its
+        pixels row has not been shown to beat the simplest of them."""
+        return not self.missing and self.margin >= self.required - 1e-12
+
+    @property
+    def status(self) -> str:
+        """``passes``, ``fails`` or, where rows are missing, ``not judged: no <row> row``."""
+        if self.missing:
+            return f"not judged: no {' or '.join(self.missing)} row"
+        return "passes" if self.passed else "fails"
 
     def sentence(self) -> str:
         verdict = "passes" if self.passed else "FAILS"
+        lacking = f" (it lacks the {', '.join(self.missing)} row)" if self.missing else ""
         return (
             f"{self.board} {verdict} the gate: best method {self.method} {self.metric} "
             f"{100 * self.value:.1f}, {100 * self.margin:+.1f} points over the best row that "
-            f"needs no learning ({self.baseline}, {100 * self.baseline_value:.1f}); "
+            f"needs no learning ({self.baseline}, {100 * self.baseline_value:.1f}){lacking}; "
             f"a board needs {100 * self.required:+.0f}"
         )
 
@@ -74,9 +85,14 @@ def headline_of(means: Mapping[str, Mapping[str, float]]) -> str:
 
 
 def gate(
-    board: str, means: Mapping[str, Mapping[str, float]], required: float = DEFAULT_GATE_MARGIN
+    board: str,
+    means: Mapping[str, Mapping[str, float]],
+    required: float = DEFAULT_GATE_MARGIN,
+    rows: Iterable[str] = (),
 ) -> Gate:
-    """The gate of a board from each entry's mean metrics (method → metric → mean).
+    """The gate of a board from each entry's mean metrics (method → metric → mean); ``rows``:
+    the no-learning rows its protocol has (:func:`dmlbench.records.baselines_for`), each of
+    which the board must hold to pass.
 
     Raises:
         GateError: the board has no trained method or no row that needs no learning.
@@ -89,7 +105,10 @@ def gate(
         raise GateError(f"{board}: no {missing}: the gate compares both")
     method = max(trained, key=lambda m: (trained[m], m))
     baseline = max(floors, key=lambda m: (floors[m], m))
-    return Gate(board, metric, method, trained[method], baseline, floors[baseline], required)
+    missing = tuple(r for r in rows if r not in floors)
+    return Gate(
+        board, metric, method, trained[method], baseline, floors[baseline], required, missing
+    )
 
 
 def require(gates: list[Gate]) -> None:

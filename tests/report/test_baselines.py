@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dmlbench.report.baselines import gate_table, write_gate_report
 from dmlbench.report.build import build_reports
-from dmlbench.report.gate import BELOW_START, no_better_than_start
+from dmlbench.report.gate import BELOW_START, GateError, gate, no_better_than_start, require
 from tests.report.test_build import rec
 
 H = "b" * 64
@@ -30,6 +32,22 @@ def test_gain_is_over_the_best_row_that_needs_no_learning() -> None:
     assert (row["gain (points)"], row["gate"]) == (9.0, "fails")
     rows["a"] = [0.41, 0.41]
     assert gate_table({("p", H): board(rows)}).iloc[0]["gate"] == "passes"
+
+
+def test_a_board_without_a_row_its_protocol_has_is_not_judged() -> None:
+    """15 points over the untrained network, but no pixels row: raw pixels might be the
+    best row (poses-mini v4's were, on validation), so the board neither passes nor fails;
+    `check --update` refuses to write it, naming the row."""
+    rows = {"untrained": [0.50, 0.50], "a": [0.65, 0.65]}
+    row = gate_table({("p", H): board(rows)}).iloc[0]
+    assert (row["gain (points)"], row["gate"]) == (15.0, "not judged: no pixels row")
+    means = {"untrained": {"recall@1": 0.5}, "a": {"recall@1": 0.65}}
+    g = gate("p", means, rows=("pixels", "untrained", "pretrained"))
+    assert not g.passed and g.missing == ("pixels", "pretrained")
+    assert g.status == "not judged: no pixels or pretrained row"
+    with pytest.raises(GateError, match=r"p FAILS the gate: .*lacks the pixels, pretrained row"):
+        require([g])
+    assert gate("p", means | {"pixels": {"recall@1": 0.2}}, rows=("pixels",)).passed
 
 
 def test_methods_no_better_than_the_starting_point_are_counted() -> None:
