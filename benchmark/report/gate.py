@@ -101,13 +101,13 @@ def gate(
     trained = {m: v[metric] for m, v in means.items() if m not in BASELINES}
     floors = {m: v[metric] for m, v in means.items() if m in BASELINES}
     if not trained or not floors:
-        missing = "trained method" if not trained else "row that needs no learning"
-        raise GateError(f"{board}: no {missing}: the gate compares both")
+        absent = "trained method" if not trained else "row that needs no learning"
+        raise GateError(f"{board}: no {absent}: the gate compares both")
     method = max(trained, key=lambda m: (trained[m], m))
     baseline = max(floors, key=lambda m: (floors[m], m))
-    missing = tuple(r for r in rows if r not in floors)
+    lacking = tuple(r for r in rows if r not in floors)
     return Gate(
-        board, metric, method, trained[method], baseline, floors[baseline], required, missing
+        board, metric, method, trained[method], baseline, floors[baseline], required, lacking
     )
 
 
