@@ -130,9 +130,14 @@ class BoardAnalysis:
         delta = f"{catalogue.scale(m) * self.margin:g}"
         seeds = _seed_words(self.shared_seeds)
         if self.resampled == CROSSED:
+            units = (
+                "test queries, each its own unit (continuous labels have no classes)"
+                if catalogue.label_kind_of([m]) == "continuous"
+                else "test queries' classes"
+            )
             how = (
-                f"uncertainty over the {seeds} shared by every method and over the test "
-                "queries' classes, crossed: each variance component counted once (two-way "
+                f"uncertainty over the {seeds} shared by every method and over the {units}, "
+                "crossed: each variance component counted once (two-way "
                 "moment estimates), the critical value from the means' fitted joint law with "
                 "the seeds' degrees of freedom"
             )

@@ -123,3 +123,6 @@ def test_query_values_round_trip_validate_and_feed_the_crossed_design() -> None:
     assert "query_values holds 100 queries" in (record_problem(short) or "")
     assert query_sums(records[1:], "ndcg@10", ["a", "b"], [0, 1, 2]) is None  # a seed missing
     assert query_sums(records, "mld@10", ["a", "b"], [0]) is None  # not kept
+    result = analyse_board(records_frame(records), records, margin=0.03)
+    assert result.resampled == "seeds and test classes"
+    assert "over the test queries, each its own unit (continuous labels" in result.legend
