@@ -101,7 +101,7 @@ def test_poses_mini_protocol_split() -> None:
     assert np.array_equal(test.queries, np.arange(0, 64, 8))
     assert np.array_equal(np.sort(np.concatenate([test.queries, test.gallery])), np.arange(64))
     assert train.extras["label_distance"] == "pose" and test.extras["label_distance"] == "pose"
-    assert train.images[0].shape == (1, 40, 40)  # poses-mini v4 renders at 40 px
+    assert train.images[0].shape == (1, 40, 40)  # poses-mini renders at 40 px
     # test images show base poses training never sees: their nearest training pose is farther
     # than a training image's nearest other training image
     dist = PoseDistance()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from dmlbench.options import RunOptions, Selection
-from dmlbench.protocol import ProtocolError, load_protocol
+from dmlbench.protocol import ProtocolError, load_protocol, validate_protocol
 from dmlbench.records import Record, load_records, record_path
 from dmlbench.run import run_protocol
 from dmlbench.search.study import study_name
@@ -35,9 +35,10 @@ def proposals(records: list[Record], index: int) -> list[tuple[int, str]]:
 
 
 def test_the_key_keeps_every_hash_and_needs_a_seed_per_study() -> None:
-    base = load_protocol("poses-mini")  # one study, seeds 0-2
-    assert base.search.studies == 1
-    assert base.with_overrides({"search.studies": 1}).hash == base.hash
+    base = load_protocol("poses-mini").with_overrides({"search.studies": 1})  # seeds 0-2
+    raw = base.model_dump(mode="json")
+    del raw["search"]["studies"]
+    assert validate_protocol(raw, source="no studies key").hash == base.hash
     three = base.with_overrides({"search.studies": 3, "seeds": list(range(12))})
     assert three.hash != base.with_overrides({"seeds": list(range(12))}).hash
     assert [three.study_of(s) for s in range(12)] == [0, 1, 2] * 4  # round robin by position
