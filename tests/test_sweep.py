@@ -50,6 +50,7 @@ def test_sweep_command_writes_records_tables_and_plot(
                 "data.params.test_poses": 2,
                 "data.params.images_per_pose": 16,
                 "data.params.image_size": 32,
+                "model.pretrained": None,  # the sweep's machinery, not the trunk's path
                 "search.trials": 0,
             },
             name="poses-tiny",
