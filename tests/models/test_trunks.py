@@ -103,7 +103,7 @@ def test_unknown_trunks_and_foreign_weights_are_one_line(trunk_dir: Path) -> Non
     with pytest.raises(ProtocolError, match=r"small-cnn' has no weights 'imagenet'"):
         base.with_overrides({"model.pretrained": "imagenet"})
     with pytest.raises(ProtocolError, match=r"trunk 'tiny' is a small-cnn, not a small-resnet"):
-        load_protocol("poses-mini").with_overrides({"model.pretrained": "trunk:tiny"})
+        load_protocol("poses").with_overrides({"model.pretrained": "trunk:tiny"})
 
 
 def test_recipe_errors_name_the_file(trunk_dir: Path) -> None:
