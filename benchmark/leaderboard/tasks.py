@@ -12,6 +12,8 @@ N`` fill N cores with N runs at once, the same numbers as one after the other.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -82,6 +84,24 @@ def run_task(task: Task, work: Path, progress: bool = False) -> tuple[float, lis
     return time.perf_counter() - start, [r for r in records if r.method == task.method]
 
 
+def exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """Worker initializer: end this worker once the process that spawned it is gone.
+
+    A pool worker outlives a killed parent: it finishes the task it holds and the one queued
+    behind it (a method's whole search and finals, tens of minutes), writing records beside
+    whatever runs next. Records are written atomically, so ending the worker loses at most
+    its run in flight, which a resumed update redoes.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def run_tasks(
     tasks: list[Task],
     work: Path,
@@ -98,7 +118,8 @@ def run_tasks(
         finished(task, *run_task(task, work, progress))
     if not rest:
         return
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=spawn, initializer=exit_with_parent) as pool:
         pending = {pool.submit(run_task, task, work): task for task in rest}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)

@@ -1,6 +1,7 @@
-"""Boards staged for the leaderboard (results/staging/): each is a finished ``--update`` work
-folder whose records match today's shipped protocol, so publishing it trains nothing; a
-protocol change that voids one fails here, naming the folder."""
+"""Boards staged for the leaderboard (results/staging/): each is an ``--update`` work folder,
+finished (publishing it trains nothing) or partial (resuming it trains only what is missing),
+whose records match today's shipped protocol; a protocol change that voids one fails here,
+naming the folder."""
 
 from __future__ import annotations
 
