@@ -105,7 +105,9 @@ def measure(
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(jobs) as pool:
+        from dmlbench.leaderboard.tasks import exit_with_parent
+
+        with ProcessPoolExecutor(jobs, initializer=exit_with_parent) as pool:
             futures = [pool.submit(_one, protocol, m, f, s, 1) for m, f, s in tasks]
             rows = [f.result() for f in futures]
     return pd.DataFrame(rows)
