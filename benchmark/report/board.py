@@ -75,6 +75,7 @@ class BoardAnalysis:
     studies: int = 1  # search studies the seeds are nested in (moments.crossed_moments)
     below_start: tuple[str, ...] = ()  # trained methods not above the pretrained row's mean
     own_studies: tuple[str, ...] = ()  # methods whose searches left the study pool (F test)
+    moments: MeanCovariance | None = None  # the fitted law the verdicts come from
 
     @property
     def bold(self) -> dict[str, list[str]]:
@@ -259,7 +260,7 @@ def analyse_board(
     stability = tau_summary(scores[scores["seed"].isin(shared)], metric, higher)
     return BoardAnalysis(
         metric, higher, seeds, ids, scores, verdicts, margin, resampled, shared, stability,
-        moments.studies, below, _own_studies(moments),
+        moments.studies, below, _own_studies(moments), moments,
     )  # fmt: skip
 
 

@@ -74,6 +74,7 @@ from dmlbench.report.html import Across, Page, render_page
 from dmlbench.report.index_page import render_index
 from dmlbench.report.latex import latex_table, paper_caption
 from dmlbench.report.plots import is_sweep_point, sweep_points, write_sweep_plots
+from dmlbench.report.power import write_power_report
 from dmlbench.report.published import (
     PublishedEntry,
     load_published,
@@ -181,6 +182,7 @@ def build_reports(
     dvt_paths, dvt_tables = write_defaults_vs_tuned(records, out_dir)
     written += dvt_paths
     written += write_gate_report(_boards(groups), out_dir)
+    written += write_power_report(_boards(groups), out_dir)
     index = out_dir / "index.html"
     # a protocol's boards together (with and without overrides), protocols by name
     boards = sorted(((html.name, page) for html, page in pages), key=lambda b: b[1].protocol)

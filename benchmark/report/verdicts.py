@@ -107,6 +107,7 @@ __all__ = [
     "compare_with_best",
     "critical_value",
     "crossed_moments",
+    "deviation_draws",
     "pairs_floor",
     "rows_floor",
     "seed_moments",
@@ -243,9 +244,19 @@ def critical_value(
 
 
 def _studentised_draws(mc: MeanCovariance, w: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """``n`` draws (n × m) of |w·(m̂ − m)| / ŝe under the fitted law (:func:`critical_value`):
-    a normal deviation of the means and, independently, Wishart draws of every mean-square
-    matrix, from which the standard errors are estimated as the data's are."""
+    """``n`` draws (n × m) of |w·(m̂ − m)| / ŝe under the fitted law (:func:`critical_value`)."""
+    dev, se = deviation_draws(mc, w, n, seed)
+    return np.abs(dev) / np.where(se > 0, se, np.inf)
+
+
+def deviation_draws(
+    mc: MeanCovariance, w: np.ndarray, n: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` draws (each n × m) of the deviation w·(m̂ − m) and of its estimated standard
+    error under the fitted law: a normal deviation of the means and, independently (as under
+    normality), Wishart draws of every mean-square matrix, from which the standard errors are
+    estimated as the data's are. :func:`critical_value` studentises them;
+    :mod:`dmlbench.report.power` asks how large a gap they let a board find."""
     sim = mc if mc.seed_sim is None else replace(mc, seed=mc.seed_sim)
     if sim.study_sim is not None:
         sim = replace(sim, study=sim.study_sim)
@@ -259,7 +270,7 @@ def _studentised_draws(mc: MeanCovariance, w: np.ndarray, n: int, seed: int) -> 
         seed_d, _cls, resid_d, study_d, study_cls_d = drawn
         implied = seed_d + study_cls_d - resid_d
         v = v + study_excess(study_d, implied, sim.study_df[0], sim.own_level).value @ (w * w).T
-    return np.abs(z @ w.T) / np.where(v > 0, np.sqrt(v), np.inf)
+    return z @ w.T, np.sqrt(np.maximum(v, 0.0))
 
 
 def compare_with_best(
