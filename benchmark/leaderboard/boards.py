@@ -115,6 +115,7 @@ LEADERBOARD: dict[str, BoardSpec] = make_boards(
     ("icons-mini", "icons-mini"),
     ("poses-mini", "poses-mini"),
     ("hanzi-mini", "hanzi-mini"),
+    ("hangul-mini", "hangul-mini"),
 )
 LEADERBOARD_HPARAMS: dict[str, dict[str, Any]] = {"dreml": {"learners": 2}}
 # Catalogue entries on the boards beside the founding papers' methods: the later losses a
@@ -164,6 +165,8 @@ CHECK_SUBSET: dict[str, tuple[str, ...]] = {
     "icons-mini@defaults": ("contrastive", "proxy-anchor"),
     "hanzi-mini": _FAMILIES,
     "hanzi-mini@defaults": ("contrastive", "proxy-anchor"),
+    "hangul-mini": _FAMILIES,
+    "hangul-mini@defaults": ("contrastive", "proxy-anchor"),
 }
 
 

@@ -159,6 +159,8 @@ UNRECORDED: dict[str, set[str]] = {
         "glyphs-mini@defaults",
         "poses-mini",
         "poses-mini@defaults",
+        "hangul-mini",
+        "hangul-mini@defaults",
     }
 }
 
