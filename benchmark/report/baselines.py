@@ -19,9 +19,9 @@ import pandas as pd
 
 from dmlbench.metrics import catalogue
 from dmlbench.protocol import DEFAULT_GATE_MARGIN
-from dmlbench.records import BASELINES, PRETRAINED, Record, atomic_write_text, baselines_for
+from dmlbench.records import BASELINES, PRETRAINED, Record, baselines_for
 from dmlbench.report.gate import BELOW_START, GateError, gate, no_better_than_start
-from dmlbench.report.tables import render_markdown, to_csv
+from dmlbench.report.tables import board_page, board_rows, write_board_table
 from dmlbench.report.titles import rebuilt_protocol
 
 STEM = "gate"
@@ -76,39 +76,27 @@ def gate_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, 
 
 def gate_table(boards: dict[tuple[str, str], list[Record]]) -> pd.DataFrame:
     """The rows of the boards ``(name, hash) -> final records``, by board name."""
-    rows = [gate_row(name, h, recs) for (name, h), recs in sorted(boards.items())]
-    return pd.DataFrame([r for r in rows if r is not None], columns=COLUMNS)
+    return board_rows(boards, gate_row, COLUMNS)
 
 
 def render_gate(table: pd.DataFrame) -> str:
     """The Markdown page: a sentence on what is compared, the table, the rule."""
-    return "\n".join(
-        [
-            "## Every board against the rows that need no learning",
-            "",
-            "Means over seeds of the headline metric (Recall@1, nDCG@10 for continuous labels), "
-            "in %. Rows that need no learning: nearest neighbours on the raw test pixels, the "
-            "untrained network and, where the protocol starts from pretrained weights, that "
-            "network without fine-tuning.",
-            "",
-            render_markdown(table.set_index("board").astype(str), index_name="board"),
-            "",
-            f"A board is published only when its best method's gain is at least what the gate "
-            f"asks (`report.gate_margin` of its protocol), over every row its protocol has: a "
-            f"board made before a row existed is not judged until it is regenerated. "
-            f"{BELOW_START.capitalize()}: methods whose mean is not above the pretrained row's.",
-            "",
-        ]
+    intro = (
+        "Means over seeds of the headline metric (Recall@1, nDCG@10 for continuous labels), "
+        "in %. Rows that need no learning: nearest neighbours on the raw test pixels, the "
+        "untrained network and, where the protocol starts from pretrained weights, that "
+        "network without fine-tuning."
     )
+    rule = (
+        "A board is published only when its best method's gain is at least what the gate "
+        "asks (`report.gate_margin` of its protocol), over every row its protocol has: a "
+        "board made before a row existed is not judged until it is regenerated. "
+        f"{BELOW_START.capitalize()}: methods whose mean is not above the pretrained row's."
+    )
+    return board_page("Every board against the rows that need no learning", intro, table, rule)
 
 
 def write_gate_report(boards: dict[tuple[str, str], list[Record]], out_dir: Path) -> list[Path]:
     """``gate.md`` and ``gate.csv`` in ``out_dir`` (nothing when no board has both kinds of
     rows)."""
-    table = gate_table(boards)
-    if table.empty:
-        return []
-    md, csv = out_dir / f"{STEM}.md", out_dir / f"{STEM}.csv"
-    atomic_write_text(md, render_gate(table))
-    atomic_write_text(csv, to_csv(table.set_index("board")))
-    return [md, csv]
+    return write_board_table(gate_table(boards), render_gate, out_dir, STEM)

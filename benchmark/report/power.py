@@ -37,9 +37,14 @@ import numpy as np
 import pandas as pd
 
 from dmlbench.metrics import catalogue
-from dmlbench.records import Record, atomic_write_text
+from dmlbench.records import Record
 from dmlbench.report.board import ALPHA, CROSSED, BoardAnalysis, analyse_board
-from dmlbench.report.tables import records_frame, render_markdown, to_csv
+from dmlbench.report.tables import (
+    board_page,
+    board_rows,
+    records_frame,
+    write_board_table,
+)
 from dmlbench.report.verdicts import (
     N_SIM,
     MeanCovariance,
@@ -143,41 +148,29 @@ def _counted(board: BoardAnalysis) -> str:
 
 def power_table(boards: Mapping[tuple[str, str], list[Record]]) -> pd.DataFrame:
     """The rows of the boards ``(name, hash) -> records``, by board name."""
-    rows = [power_row(name, h, recs) for (name, h), recs in sorted(boards.items())]
-    return pd.DataFrame([r for r in rows if r is not None], columns=COLUMNS)
+    return board_rows(boards, power_row, COLUMNS)
 
 
 def render_power(table: pd.DataFrame) -> str:
     """The Markdown page: what is computed, the table, how to read it."""
-    return "\n".join(
-        [
-            "## What each board can tell apart",
-            "",
-            "The power of each board's verdicts, from its own fitted law and critical values "
-            f"(medians over the pairs of its {LEADING} leading methods): *power at δ*, the "
-            "share of replications of the board (seeds, test queries and, where the tuned "
-            "methods were searched several times, the searches drawn again) in which a method "
-            "δ behind another is called *worse*; *gap found 4 times in 5*, the gap called "
-            "*worse* with probability 0.8; the standard error of a difference, in the "
-            "metric's units (points for a percentage). Lower bounds: one pair suffices for "
-            "Hsu's verdict, and the search's luck is simulated at its upper confidence bound.",
-            "",
-            render_markdown(table.set_index("board").astype(str), index_name="board"),
-            "",
-            "A board should find a gap of δ with probability 0.8 or more; one that does not "
-            "needs more seeds, more search studies or more test classes before a verdict of "
-            "*undecided* on it says much (docs/reports.md, 'What a board can tell apart').",
-            "",
-        ]
+    intro = (
+        "The power of each board's verdicts, from its own fitted law and critical values "
+        f"(medians over the pairs of its {LEADING} leading methods): *power at δ*, the "
+        "share of replications of the board (seeds, test queries and, where the tuned "
+        "methods were searched several times, the searches drawn again) in which a method "
+        "δ behind another is called *worse*; *gap found 4 times in 5*, the gap called "
+        "*worse* with probability 0.8; the standard error of a difference, in the "
+        "metric's units (points for a percentage). Lower bounds: one pair suffices for "
+        "Hsu's verdict, and the search's luck is simulated at its upper confidence bound."
     )
+    rule = (
+        "A board should find a gap of δ with probability 0.8 or more; one that does not "
+        "needs more seeds, more search studies or more test classes before a verdict of "
+        "*undecided* on it says much (docs/reports.md, 'What a board can tell apart')."
+    )
+    return board_page("What each board can tell apart", intro, table, rule)
 
 
 def write_power_report(boards: Mapping[tuple[str, str], list[Record]], out_dir: Path) -> list[Path]:
     """``power.md`` and ``power.csv`` in ``out_dir`` (nothing when no board is judged)."""
-    table = power_table(boards)
-    if table.empty:
-        return []
-    md, csv = out_dir / f"{STEM}.md", out_dir / f"{STEM}.csv"
-    atomic_write_text(md, render_power(table))
-    atomic_write_text(csv, to_csv(table.set_index("board")))
-    return [md, csv]
+    return write_board_table(power_table(boards), render_power, out_dir, STEM)

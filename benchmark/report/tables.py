@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,13 @@ import pandas as pd
 from dmlbench.errors import DmlbenchError
 from dmlbench.metrics import catalogue
 from dmlbench.metrics.stats import t_interval
-from dmlbench.records import BASELINES, CONTROL_CHARACTERS, Record, record_precision
+from dmlbench.records import (
+    BASELINES,
+    CONTROL_CHARACTERS,
+    Record,
+    atomic_write_text,
+    record_precision,
+)
 
 HIDDEN = {"queries", "lone_queries"}
 
@@ -262,3 +269,34 @@ def render_markdown(formatted: pd.DataFrame, index_name: str = "method") -> str:
 
     sep = "| " + " | ".join("-" * w for w in widths) + " |"
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+
+
+BoardRow = Callable[[str, str, list[Record]], "dict[str, object] | None"]
+
+
+def board_rows(
+    boards: Mapping[tuple[str, str], list[Record]], row: BoardRow, columns: Sequence[str]
+) -> pd.DataFrame:
+    """One row per board ``(name, hash) -> records`` by board name, from ``row`` (a board
+    it returns None for is left out): the tables that put every board side by side."""
+    rows = [row(name, h, recs) for (name, h), recs in sorted(boards.items())]
+    return pd.DataFrame([r for r in rows if r is not None], columns=list(columns))
+
+
+def write_board_table(
+    table: pd.DataFrame, render: Callable[[pd.DataFrame], str], out_dir: Path, stem: str
+) -> list[Path]:
+    """``stem.md`` (``render(table)``) and ``stem.csv`` (by board) in ``out_dir``; nothing
+    for an empty table."""
+    if table.empty:
+        return []
+    md, csv = out_dir / f"{stem}.md", out_dir / f"{stem}.csv"
+    atomic_write_text(md, render(table))
+    atomic_write_text(csv, to_csv(table.set_index("board")))
+    return [md, csv]
+
+
+def board_page(heading: str, intro: str, table: pd.DataFrame, rule: str) -> str:
+    """The Markdown page of a table of boards: heading, what is compared, the table, the rule."""
+    body = render_markdown(table.set_index("board").astype(str), index_name="board")
+    return "\n".join([f"## {heading}", "", intro, "", body, "", rule, ""])
