@@ -63,7 +63,7 @@ from dmlbench.records import UNTRAINED, Record, atomic_write_text
 from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
 from dmlbench.report.baselines import write_gate_report
-from dmlbench.report.board import display_table, write_boards
+from dmlbench.report.board import BoardAnalysis, display_table, write_boards
 from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_frame, confidence_table
 from dmlbench.report.defaults import write_defaults_vs_tuned
@@ -149,6 +149,7 @@ def build_reports(
     report = f"{crossdata.STEM}.md" if tuned else None
     across = displayed(tuned)
     pages: list[tuple[Path, Page]] = []
+    analyses: dict[str, BoardAnalysis] = {}  # of the boards without overrides, by hash
     external_of = by_hash(external)
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
@@ -156,7 +157,11 @@ def build_reports(
             lines = [] if overridden else list(notes.get(group[0].protocol.name, ()))
             own = {} if is_sweep_point(group[0].protocol.name) else across
             theirs = [] if overridden else external_of.get(key[0], [])
-            paths, page = _one_group(group, overridden, out_dir, published, own, lines, theirs)
+            paths, page, board = _one_group(
+                group, overridden, out_dir, published, own, lines, theirs
+            )
+            if not overridden:
+                analyses[key[0]] = board
             page.across_report = report
             page.overridden = overridden
             written += paths
@@ -182,7 +187,7 @@ def build_reports(
     dvt_paths, dvt_tables = write_defaults_vs_tuned(records, out_dir)
     written += dvt_paths
     written += write_gate_report(_boards(groups), out_dir)
-    written += write_power_report(_boards(groups), out_dir)
+    written += write_power_report(_boards(groups), out_dir, analyses)
     index = out_dir / "index.html"
     # a protocol's boards together (with and without overrides), protocols by name
     boards = sorted(((html.name, page) for html, page in pages), key=lambda b: b[1].protocol)
@@ -250,8 +255,9 @@ def _one_group(
     across: Across,
     board_notes: list[str],
     external: list[Record],
-) -> tuple[list[Path], Page]:
-    """Every file of one (hash, overrides) group except its HTML page, which is returned;
+) -> tuple[list[Path], Page, BoardAnalysis]:
+    """Every file of one (hash, overrides) group except its HTML page, which is returned
+    with the board's analysis;
     ``board_notes`` are printed under its table, ``external`` records after it, unranked;
     ``across``: :func:`displayed`, of which the page shows its own label kind's."""
     finals = [r for r in records if r.stage == "final"]
@@ -327,7 +333,7 @@ def _one_group(
         notes=([OVERRIDE_NOTE] if overridden else []) + board_notes + footnotes,
         no_comparison_reason="Not compared: runs with overrides." if overridden else None,
     )
-    return written, page
+    return written, page, board
 
 
 def _write_table(

@@ -117,10 +117,15 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def power_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, object] | None:
-    """One board's row (None where nothing is judged: one seed or one trained method)."""
-    finals = [r for r in records if r.stage == "final" and not r.overrides]
-    board = analyse_board(records_frame(finals), finals)
+def power_row(
+    name: str, protocol_hash: str, records: list[Record], board: BoardAnalysis | None = None
+) -> dict[str, object] | None:
+    """One board's row (None where nothing is judged: one seed or one trained method);
+    ``board``, its analysis where the caller has made it (fitting a board's law and
+    simulating its critical values is the costly part of a report)."""
+    if board is None:
+        finals = [r for r in records if r.stage == "final" and not r.overrides]
+        board = analyse_board(records_frame(finals), finals)
     if board.moments is None or board.metric is None:
         return None
     p = board_power(board.moments, board.margin, board.higher_is_better)
@@ -146,9 +151,14 @@ def _counted(board: BoardAnalysis) -> str:
     return "seeds, test queries" if continuous else "seeds, test classes"
 
 
-def power_table(boards: Mapping[tuple[str, str], list[Record]]) -> pd.DataFrame:
-    """The rows of the boards ``(name, hash) -> records``, by board name."""
-    return board_rows(boards, power_row, COLUMNS)
+def power_table(
+    boards: Mapping[tuple[str, str], list[Record]],
+    analyses: Mapping[str, BoardAnalysis] | None = None,
+) -> pd.DataFrame:
+    """The rows of the boards ``(name, hash) -> records``, by board name; ``analyses``, the
+    boards already analysed, by protocol hash."""
+    made = analyses or {}
+    return board_rows(boards, lambda n, h, recs: power_row(n, h, recs, made.get(h)), COLUMNS)
 
 
 def render_power(table: pd.DataFrame) -> str:
@@ -171,6 +181,11 @@ def render_power(table: pd.DataFrame) -> str:
     return board_page("What each board can tell apart", intro, table, rule)
 
 
-def write_power_report(boards: Mapping[tuple[str, str], list[Record]], out_dir: Path) -> list[Path]:
-    """``power.md`` and ``power.csv`` in ``out_dir`` (nothing when no board is judged)."""
-    return write_board_table(power_table(boards), render_power, out_dir, STEM)
+def write_power_report(
+    boards: Mapping[tuple[str, str], list[Record]],
+    out_dir: Path,
+    analyses: Mapping[str, BoardAnalysis] | None = None,
+) -> list[Path]:
+    """``power.md`` and ``power.csv`` in ``out_dir`` (nothing when no board is judged);
+    ``analyses`` as :func:`power_table`'s."""
+    return write_board_table(power_table(boards, analyses), render_power, out_dir, STEM)

@@ -9,14 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dmlbench.report.board import analyse_board
 from dmlbench.report.build import build_reports
 from dmlbench.report.power import (
     TARGET,
     board_power,
     pair_power,
+    power_table,
     render_power,
     write_power_report,
 )
+from dmlbench.report.tables import records_frame
 from dmlbench.report.verdicts import WORSE, compare_with_best, seed_moments
 from tests.report.test_baselines import H, board
 
@@ -124,3 +127,16 @@ def test_report_has_a_row_per_judged_board(tmp_path: Path) -> None:
     assert "seeds only" in text  # these records carry no per-query hits
     assert write_power_report({("q", H): board({"a": [0.5], "b": [0.4]}, name="q")},
                               tmp_path / "none") == []  # fmt: skip
+
+
+def test_table_uses_the_analysis_it_is_given() -> None:
+    """A report passes the analyses it has made (fitting a law and simulating critical values
+    is costly); the same analysis gives the same row, another board's gives its own."""
+    near = board({"a": [0.50, 0.60, 0.55], "b": [0.40, 0.45, 0.43]})
+    far = board({"a": [0.50, 0.90, 0.55], "b": [0.10, 0.45, 0.43]})
+    key = {("p", near[0].protocol.hash): near}
+    alone = power_table(key)
+    same = power_table(key, {near[0].protocol.hash: analyse_board(records_frame(near), near)})
+    other = power_table(key, {near[0].protocol.hash: analyse_board(records_frame(far), far)})
+    assert alone.equals(same)
+    assert other["se of a difference"].iloc[0] > alone["se of a difference"].iloc[0]
