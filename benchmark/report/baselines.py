@@ -20,7 +20,7 @@ import pandas as pd
 from dmlbench.metrics import catalogue
 from dmlbench.protocol import DEFAULT_GATE_MARGIN
 from dmlbench.records import BASELINES, PRETRAINED, Record, baselines_for
-from dmlbench.report.gate import BELOW_START, GateError, gate, no_better_than_start
+from dmlbench.report.gate import BELOW_START, Gate, GateError, gate, no_better_than_start
 from dmlbench.report.tables import board_page, board_rows, write_board_table
 from dmlbench.report.titles import rebuilt_protocol
 
@@ -50,12 +50,32 @@ def gate_terms(name: str, protocol_hash: str) -> tuple[float, list[str]]:
     return protocol.report.gate_margin, baselines_for(protocol)
 
 
+def board_gate(name: str, protocol_hash: str, records: Iterable[Record]) -> Gate | None:
+    """The gate of one board from its final records (None when it has no trained method or no
+    row without learning, so that there is nothing to compare)."""
+    try:
+        return gate(name, board_means(records), *gate_terms(name, protocol_hash))
+    except GateError:
+        return None
+
+
+def gate_shortfall(name: str, protocol_hash: str, records: Iterable[Record]) -> str | None:
+    """How a board falls short of the gate, in words (None where it passes, or where it has no
+    row without learning to be judged against)."""
+    g = board_gate(name, protocol_hash, records)
+    if g is None or g.passed:
+        return None
+    return (
+        f"gate {g.status} (best method {100 * g.margin:+.1f} points over {g.baseline}, a "
+        f"board needs {100 * g.required:+.0f})"
+    )
+
+
 def gate_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, object] | None:
     """One board's row (None when it has no trained method or no row without learning)."""
     means = board_means(records)
-    try:
-        g = gate(name, means, *gate_terms(name, protocol_hash))
-    except GateError:
+    g = board_gate(name, protocol_hash, records)
+    if g is None:
         return None
     trained = [m for m in means if m not in BASELINES]
     below = no_better_than_start(means, g.metric, catalogue.higher_is_better(g.metric))

@@ -62,7 +62,7 @@ from dmlbench.metrics import catalogue
 from dmlbench.records import UNTRAINED, Record, atomic_write_text
 from dmlbench.report import crossdata
 from dmlbench.report.bars import save_bars
-from dmlbench.report.baselines import write_gate_report
+from dmlbench.report.baselines import gate_shortfall, write_gate_report
 from dmlbench.report.board import BoardAnalysis, display_table, write_boards
 from dmlbench.report.budget import format_budget, tuning_budget
 from dmlbench.report.confidence import confidence_frame, confidence_table
@@ -154,7 +154,7 @@ def build_reports(
     for key in sorted(groups):
         if any(r.stage == "final" for r in groups[key]):
             group, overridden = groups[key], key[1]
-            lines = [] if overridden else list(notes.get(group[0].protocol.name, ()))
+            lines = [] if overridden else board_lines(group, notes)
             own = {} if is_sweep_point(group[0].protocol.name) else across
             theirs = [] if overridden else external_of.get(key[0], [])
             paths, page, board = _one_group(
@@ -195,6 +195,19 @@ def build_reports(
     atomic_write_text(index, render_index(boards, sweeps, across, dvt_tables, report, headline))
     written.append(index)
     return written
+
+
+def board_lines(group: list[Record], notes: Mapping[str, Sequence[str]]) -> list[str]:
+    """The lines under a board's table: how it falls short of the gate, if it does (a reader
+    of the board must not take its verdicts for a measurement of metric learning), then the
+    caller's notes for its protocol."""
+    ref = group[0].protocol
+    shortfall = gate_shortfall(ref.name, ref.hash, [r for r in group if r.stage == "final"])
+    warning = [] if shortfall is None else [
+        f"Not a measurement of metric learning: {shortfall}; its verdicts rank which loss "
+        "harms the starting point least, and it is not compared across data sets."
+    ]  # fmt: skip
+    return warning + list(notes.get(ref.name, ()))
 
 
 def _boards(groups: Mapping[tuple[str, bool], list[Record]]) -> dict[tuple[str, str], list[Record]]:

@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from dmlbench.records import Record, atomic_write_text
+from dmlbench.report.baselines import gate_shortfall
 from dmlbench.report.board import analyse_board
 from dmlbench.report.plots import is_sweep_point
 from dmlbench.report.ranking import TRACKS, label_kind, one_board_per_data_set
@@ -251,10 +252,13 @@ def tuned_boards(records: Iterable[Record]) -> Boards:
     out = {}
     for kind in (k for k in TRACKS if k in kinds):
         tuned = [b for b in kinds[kind] if _budget(b) == "tuned"]
+        gates = {b[0].protocol.hash: _not_gated(b) for b in tuned}
+        ungated = [line for line in gates.values() if line is not None]
+        tuned = [b for b in tuned if gates[b[0].protocol.hash] is None]
         kept, lines = one_board_per_data_set(r for b in tuned for r in b)
         ranked = {r.protocol.hash for r in kept}
         sets = [data_set(b) for b in tuned if b[0].protocol.hash in ranked]
-        lines = [_not_tuned(b) for b in kinds[kind] if _budget(b) != "tuned"] + lines
+        lines = [_not_tuned(b) for b in kinds[kind] if _budget(b) != "tuned"] + ungated + lines
         out[kind] = ([d for d in sets if d is not None], lines)
     return out
 
@@ -264,6 +268,21 @@ def _budget(board: Sequence[Record]) -> str:
     search selected it (the untrained row never does, and may come first)."""
     budgets = {board_of(r) for r in board}
     return "tuned" if "tuned" in budgets else board_of(board[0])
+
+
+def _not_gated(board: Sequence[Record]) -> str | None:
+    """The line that leaves out a board that has not passed the gate (None where it has, or
+    where it has no row without learning to be judged against): a board whose methods do not
+    clear the rows that need no learning ranks which loss harms a starting point least, and
+    its order says nothing about metric learning on another data set."""
+    ref = board[0].protocol
+    shortfall = gate_shortfall(ref.name, ref.hash, board)
+    if shortfall is None:
+        return None
+    return (
+        f"Not compared: {ref.name} ({ref.hash[:8]}), {shortfall}: only boards that measure "
+        "metric learning are compared."
+    )
 
 
 def _not_tuned(board: Sequence[Record]) -> str:

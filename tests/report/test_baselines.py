@@ -84,6 +84,19 @@ def test_build_reports_writes_the_table_for_boards_only(tmp_path: Path) -> None:
     assert (tmp_path / "gate.csv").read_text(encoding="utf-8").count("\n") == 2
 
 
+def test_a_board_below_the_gate_says_so_under_its_table(tmp_path: Path) -> None:
+    """A board 5 points over raw pixels is written (a user's run is never hidden), with a line
+    under its table, in Markdown and HTML, saying it measures no metric learning; one 30 points
+    over them has no such line."""
+    rows = {"pixels": [0.45, 0.45], "untrained": [0.1, 0.1], "a": [0.5, 0.5], "b": [0.4, 0.45]}
+    build_reports(board(rows), tmp_path)
+    line = "Not a measurement of metric learning: gate fails (best method +5.0 points over pixels"
+    assert line in (tmp_path / f"p-{H[:12]}.md").read_text(encoding="utf-8")
+    assert line in (tmp_path / f"p-{H[:12]}.html").read_text(encoding="utf-8")
+    build_reports(board({**rows, "pixels": [0.2, 0.2]}), tmp_path)
+    assert "Not a measurement" not in (tmp_path / f"p-{H[:12]}.md").read_text(encoding="utf-8")
+
+
 def test_no_table_without_rows_that_need_no_learning(tmp_path: Path) -> None:
     assert write_gate_report({("p", H): board({"a": [0.5, 0.6]})}, tmp_path) == []
     assert not (tmp_path / "gate.md").exists()

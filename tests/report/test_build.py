@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dmlbench.records import ProtocolRef, Record, Timings
+from dmlbench.records import ProtocolRef, Record, Timings, is_baseline
 from dmlbench.report import MixedProtocolsError, records_frame, summary_table
 from dmlbench.report.build import build_reports
 
@@ -46,8 +46,8 @@ def rec(
 
 def tuned(records: list[Record]) -> list[Record]:
     """``records`` as selected by a 4-trial search (:data:`SEARCH`): a tuned board, which the
-    comparison across data sets reads; the untrained row names no search, as a real one."""
-    return [r if r.method == "untrained" else r.model_copy(update={"search": SEARCH})
+    comparison across data sets reads; the rows without learning name no search, as real ones."""
+    return [r if is_baseline(r.method) else r.model_copy(update={"search": SEARCH})
             for r in records]  # fmt: skip
 
 
@@ -60,6 +60,7 @@ def cub_and_glyph_records() -> list[Record]:
             rec("npairs", s, "c" * 64, "cub200", m={"recall@1": 0.5 + 0.02 * s, "nmi": 0.6}),
             rec("proxy-nca", s, "c" * 64, "cub200", m={"recall@1": 0.56, "nmi": 0.62}),
             rec("untrained", s, "c" * 64, "cub200", m={"recall@1": 0.3, "nmi": 0.4}),
+            rec("pixels", s, "c" * 64, "cub200", m={"recall@1": 0.2, "nmi": 0.3}),
             rec("npairs", s, "d" * 64, "glyphs-mini", m={"recall@1": 0.7}),
             rec("contrastive", s, "d" * 64, "glyphs-mini", m={"recall@1": 0.72}),
             rec("contrastive", s, "e" * 64, "glyphs", m={"recall@1": 0.6}),
@@ -143,7 +144,8 @@ def test_the_comparison_across_data_sets_never_mixes_label_kinds(tmp_path: Path)
         rec("c", 0, "a" * 64, "glyphs", m={"recall@1": 0.7}),
         rec("log-ratio", 0, "b" * 64, "poses", m={"ndcg@10": 0.95}),
         rec("triplet-dense", 0, "b" * 64, "poses", m={"ndcg@10": 0.85}),
-        rec("untrained", 0, "b" * 64, "poses", m={"ndcg@10": 0.99}),
+        rec("untrained", 0, "b" * 64, "poses", m={"ndcg@10": 0.5}),
+        rec("pixels", 0, "b" * 64, "poses", m={"ndcg@10": 0.6}),
     ]
     build_reports(tuned(records), tmp_path)
     md = (tmp_path / "cross-dataset.md").read_text(encoding="utf-8")
@@ -235,7 +237,7 @@ def test_every_csv_of_a_build_is_numbers(built: tuple[Path, list[Path]]) -> None
     assert float(npairs["difference"]) == pytest.approx(51.0 - float(npairs["published"]))
     with (tmp_path / "cross-dataset.csv").open(encoding="utf-8") as fh:
         across = {r["method"]: r for r in csv.DictReader(fh)}
-    assert set(across) == {"npairs", "proxy-nca", "contrastive"}  # no untrained row
+    assert set(across) == {"npairs", "proxy-nca", "contrastive"}  # no row without learning
     npairs = across["npairs"]
     assert [npairs[c] for c in ("label_kind", "data_sets", "cub200_rank")] == ["class", "2", "2.0"]
     assert npairs["glyphs_rank"] == npairs["glyphs_verdict"] == ""  # not run on glyphs

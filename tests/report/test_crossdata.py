@@ -146,10 +146,39 @@ def test_report_side_by_side_with_a_missing_method(
 def test_one_data_set_is_shown_alone(tmp_path: Path) -> None:
     records = board("alpha", {"a": 0.9, "b": 0.8, "c": 0.7})
     # the untrained row names no search; read first, it must not make the board untuned
-    untrained = rec("untrained", 0, records[0].protocol.hash, "alpha", m={"recall@1": 0.1})
-    paths = write_cross_report([untrained, *records], tmp_path)
+    untrained, pixels = (
+        rec(row, 0, records[0].protocol.hash, "alpha", m={"recall@1": 0.1})
+        for row in ("untrained", "pixels")
+    )
+    paths = write_cross_report([untrained, *records, pixels], tmp_path)
     md = paths[0].read_text()
     assert "One data set: alpha" in md and "| mean rank" not in md
-    assert "| untrained " not in md and "Not compared" not in md
+    assert "| untrained " not in md and "| pixels " not in md and "Not compared" not in md
     assert "there is one data set, and even with 3 data sets and these 3 methods" in md
     assert len(pd.read_csv(paths[2])) == 0
+
+
+def test_boards_that_fail_or_escape_the_gate_are_not_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A board whose best method clears the rows that need no learning by less than the gate's
+    10 points, or that lacks the pixels row, is named and left out; one that passes stays."""
+    monkeypatch.setattr(crossdata, "PERMUTATIONS", 200)
+    rates = {"a": 0.9, "b": 0.8, "c": 0.7}
+
+    def rows(name: str, values: dict[str, float]) -> list[Record]:
+        h = board(name, rates)[0].protocol.hash
+        return [rec(m, s, h, name, m={"recall@1": v}) for m, v in values.items() for s in (0, 1)]
+
+    records = (
+        board("alpha", rates) + rows("alpha", {"pixels": 0.3, "untrained": 0.2})
+        + board("beta", {"a": 0.7, "b": 0.9, "c": 0.6})
+        + rows("beta", {"pixels": 0.3, "untrained": 0.2})
+        + board("gamma", rates) + rows("gamma", {"pixels": 0.85, "untrained": 0.2})
+        + board("delta", rates) + rows("delta", {"untrained": 0.2})
+    )  # fmt: skip
+    md = write_cross_report(records, tmp_path)[0].read_text()
+    assert "2 data sets" in md
+    assert "Not compared: gamma" in md and "gate fails (best method +5.0 points over pixels" in md
+    assert "Not compared: delta" in md and "gate not judged: no pixels row" in md
+    assert "Not compared: alpha" not in md and "Not compared: beta" not in md
