@@ -60,15 +60,21 @@ def board_gate(name: str, protocol_hash: str, records: Iterable[Record]) -> Gate
 
 
 def gate_shortfall(name: str, protocol_hash: str, records: Iterable[Record]) -> str | None:
-    """How a board falls short of the gate, in words (None where it passes, or where it has no
-    row without learning to be judged against)."""
+    """Why a board is not shown to measure metric learning, in words (None where it passes
+    the gate, or has no row without learning to be judged against): below the margin over the
+    rows it has, or above it but without a row its protocol has (made before that row
+    existed)."""
     g = board_gate(name, protocol_hash, records)
     if g is None or g.passed:
         return None
-    return (
-        f"gate {g.status} (best method {100 * g.margin:+.1f} points over {g.baseline}, a "
-        f"board needs {100 * g.required:+.0f})"
+    gain = (
+        f"best method {100 * g.margin:+.1f} points over {g.baseline}, a board needs "
+        f"{100 * g.required:+.0f}"
     )
+    if g.margin < g.required - 1e-12:
+        return f"below the gate ({gain}): its verdicts rank which loss harms the start least"
+    missing = " or ".join(g.missing)
+    return f"not judged by the gate ({gain}; no {missing} row: the board predates it)"
 
 
 def gate_row(name: str, protocol_hash: str, records: list[Record]) -> dict[str, object] | None:

@@ -199,13 +199,13 @@ def build_reports(
 
 def board_lines(group: list[Record], notes: Mapping[str, Sequence[str]]) -> list[str]:
     """The lines under a board's table: how it falls short of the gate, if it does (a reader
-    of the board must not take its verdicts for a measurement of metric learning), then the
-    caller's notes for its protocol."""
+    of the board must not take its verdicts for a measurement of metric learning; a sweep's
+    point is a point of a plot, not a board), then the caller's notes for its protocol."""
     ref = group[0].protocol
-    shortfall = gate_shortfall(ref.name, ref.hash, [r for r in group if r.stage == "final"])
+    finals = [r for r in group if r.stage == "final"]
+    shortfall = None if is_sweep_point(ref.name) else gate_shortfall(ref.name, ref.hash, finals)
     warning = [] if shortfall is None else [
-        f"Not a measurement of metric learning: {shortfall}; its verdicts rank which loss "
-        "harms the starting point least, and it is not compared across data sets."
+        f"Not shown to measure metric learning: {shortfall}; not compared across data sets."
     ]  # fmt: skip
     return warning + list(notes.get(ref.name, ()))
 

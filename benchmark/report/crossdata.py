@@ -279,10 +279,7 @@ def _not_gated(board: Sequence[Record]) -> str | None:
     shortfall = gate_shortfall(ref.name, ref.hash, board)
     if shortfall is None:
         return None
-    return (
-        f"Not compared: {ref.name} ({ref.hash[:8]}), {shortfall}: only boards that measure "
-        "metric learning are compared."
-    )
+    return f"Not compared: {ref.name} ({ref.hash[:8]}), {shortfall}."
 
 
 def _not_tuned(board: Sequence[Record]) -> str:

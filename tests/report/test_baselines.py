@@ -9,6 +9,7 @@ import pytest
 from dmlbench.report.baselines import gate_table, write_gate_report
 from dmlbench.report.build import build_reports
 from dmlbench.report.gate import BELOW_START, GateError, gate, no_better_than_start, require
+from dmlbench.report.plots import sweep_name
 from tests.report.test_build import rec
 
 H = "b" * 64
@@ -90,11 +91,14 @@ def test_a_board_below_the_gate_says_so_under_its_table(tmp_path: Path) -> None:
     over them has no such line."""
     rows = {"pixels": [0.45, 0.45], "untrained": [0.1, 0.1], "a": [0.5, 0.5], "b": [0.4, 0.45]}
     build_reports(board(rows), tmp_path)
-    line = "Not a measurement of metric learning: gate fails (best method +5.0 points over pixels"
+    line = "Not shown to measure metric learning: below the gate (best method +5.0 points over"
     assert line in (tmp_path / f"p-{H[:12]}.md").read_text(encoding="utf-8")
     assert line in (tmp_path / f"p-{H[:12]}.html").read_text(encoding="utf-8")
     build_reports(board({**rows, "pixels": [0.2, 0.2]}), tmp_path)
-    assert "Not a measurement" not in (tmp_path / f"p-{H[:12]}.md").read_text(encoding="utf-8")
+    assert "Not shown" not in (tmp_path / f"p-{H[:12]}.md").read_text(encoding="utf-8")
+    point = sweep_name("p", "model.embedding_size", "16")  # a point of a plot, not a board
+    build_reports(board(rows, name=point), tmp_path / "sweep")
+    assert "Not shown" not in next((tmp_path / "sweep").glob("*.md")).read_text(encoding="utf-8")
 
 
 def test_no_table_without_rows_that_need_no_learning(tmp_path: Path) -> None:

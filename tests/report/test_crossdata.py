@@ -179,6 +179,9 @@ def test_boards_that_fail_or_escape_the_gate_are_not_compared(
     )  # fmt: skip
     md = write_cross_report(records, tmp_path)[0].read_text()
     assert "2 data sets" in md
-    assert "Not compared: gamma" in md and "gate fails (best method +5.0 points over pixels" in md
-    assert "Not compared: delta" in md and "gate not judged: no pixels row" in md
+    assert (
+        "Not compared: gamma" in md and "below the gate (best method +5.0 points over pixels" in md
+    )
+    assert "Not compared: delta" in md and "not judged by the gate (best method +70.0" in md
+    assert "no pixels row" in md
     assert "Not compared: alpha" not in md and "Not compared: beta" not in md
