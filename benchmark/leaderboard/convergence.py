@@ -37,13 +37,15 @@ class Verdict:
     best: str
     moved: float  # the best method's change from 1x to 2x
     swapped: list[tuple[str, str]]
+    se: float = math.nan  # of ``moved``, over the seeds (each seed's own change); NaN with one
 
     def sentence(self, name: str) -> str:
         state = "converged" if self.converged else "NOT converged"
         swaps = ", ".join(f"{a}/{b}" for a, b in self.swapped) or "none"
+        se = "" if math.isnan(self.se) else f", standard error {100 * self.se:.1f} over the seeds"
         return (
             f"{name}: {state} — doubling the epochs moves the best method ({self.best}) by "
-            f"{100 * self.moved:+.1f} points (limit ±{100 * TOLERANCE:.0f}); order changes "
+            f"{100 * self.moved:+.1f} points (limit ±{100 * TOLERANCE:.0f}{se}); order changes "
             f"between methods more than {100 * TOLERANCE:.0f} point apart: {swaps}"
         )
 
@@ -120,17 +122,24 @@ def means(frame: pd.DataFrame) -> pd.DataFrame:
 
 def verdict(frame: pd.DataFrame) -> Verdict:
     """The module docstring's rule, on the means over seeds (one seed's noise alone can move
-    a method by more than the tolerance)."""
+    a method by more than the tolerance). The standard error of the best method's move, from
+    each seed's own 1× to 2× change, says how far the rule's 1 point is above that noise; it
+    does not enter the rule."""
     at = means(frame)
     best = str(at[1.0].idxmax())
     moved = float(at.loc[best, 2.0] - at.loc[best, 1.0])
+    own = frame[frame["method"] == best].pivot_table(
+        index="seed", columns="factor", values=metric_of(frame)
+    )
+    change = (own[2.0] - own[1.0]).dropna()
+    se = float(change.std(ddof=1) / math.sqrt(len(change))) if len(change) > 1 else math.nan
     swapped = [
         (a, b)
         for a in at.index
         for b in at.index
         if at.loc[a, 1.0] > at.loc[b, 1.0] + TOLERANCE and at.loc[a, 2.0] < at.loc[b, 2.0]
     ]
-    return Verdict(abs(moved) < TOLERANCE and not swapped, best, moved, swapped)
+    return Verdict(abs(moved) < TOLERANCE and not swapped, best, moved, swapped, se)
 
 
 def write(frame: pd.DataFrame, name: str, out: Path) -> list[Path]:

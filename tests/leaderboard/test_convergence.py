@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -49,6 +50,16 @@ def test_the_verdict_reads_the_means_over_seeds() -> None:
     assert not verdict(one).converged
     both = verdict(pd.concat([one, two]))
     assert both.converged and abs(both.moved - 0.001) < 1e-9
+
+
+def test_the_move_carries_its_standard_error_over_seeds() -> None:
+    """Seeds moving +3 and -2.8 points: mean +0.1, standard error |3 + 2.8| / 2 = 2.9 points
+    (two seeds: sd = |d1 - d2| / sqrt(2), over sqrt(2)); one seed has none."""
+    one = _frame({"a": [0.50, 0.60, 0.63, 0.63], "b": [0.40, 0.50, 0.50, 0.50]}, seed=0)
+    two = _frame({"a": [0.50, 0.60, 0.572, 0.60], "b": [0.40, 0.50, 0.50, 0.50]}, seed=1)
+    both = verdict(pd.concat([one, two]))
+    assert abs(both.se - 0.029) < 1e-9 and "standard error 2.9 over the seeds" in both.sentence("x")
+    assert math.isnan(verdict(one).se) and "standard error" not in verdict(one).sentence("x")
 
 
 def test_scaled_epochs_round_up() -> None:
