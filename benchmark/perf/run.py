@@ -4,8 +4,8 @@
 multi-similarity) under its paper defaults (``--no-search``), one seed after another, each on
 one torch thread in a temporary results folder, and prints per seed the record's own
 ``timings``: the whole run, its training and its evaluation. The last row compares the median
-run with the target of the class-label embedded protocols, 5 seconds on one core (ratio = ours
-/ target, ≤ 1 meets it). It has no peer: the figure is what one entry of a board costs.
+run with the target of the class-label embedded protocols, 30 seconds on one core (ratio =
+ours / target, ≤ 1 meets it). It has no peer: the figure is what one entry of a board costs.
 
 Why the record's times and not the process's: a board's regeneration runs hundreds of runs in
 one process, so interpreter start-up, imports and the data cache's first load are paid once
@@ -32,7 +32,9 @@ from dmlbench.perf._common import (
     refuse_if_busy,
 )
 
-TARGET_SECONDS = 5.0
+# issue "Boards that measure metric learning", its cost item (5 s before the boards were
+# fine-tuned from a trunk to convergence)
+TARGET_SECONDS = 30.0
 
 
 def _seeds(text: str) -> list[int]:

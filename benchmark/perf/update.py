@@ -2,7 +2,7 @@
 
 ``python -m dmlbench.perf.update --what leaderboard`` runs what ``dmlbench check --update``
 runs (every board's searches and seeds, the tolerances and the report) and prints its wall
-time against the target, 120 minutes on 2 CPU cores for every committed board, with the number
+time against the target, 4 hours on 2 CPU cores for every committed board, with the number
 of runs it made; ``--what sweeps`` does the same for ``dmlbench check --update-sweeps``. A
 resumed regeneration reuses the finished records of ``--work-dir``, so only a run from an
 empty work folder measures the whole cost: the report says how many records were reused.
@@ -39,7 +39,9 @@ from dmlbench.perf._common import (
 )
 from dmlbench.records import atomic_write_text, load_record
 
-TARGET_SECONDS = 120 * 60  # every board of every embedded protocol, 12 tuned seeds
+# every board of every embedded protocol from an empty work folder at 2 jobs (issue "Boards that
+# measure metric learning", its cost item; 120 minutes before the boards were fine-tuned)
+TARGET_SECONDS = 240 * 60
 
 
 def _count(folder: Path) -> int:

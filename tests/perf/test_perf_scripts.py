@@ -343,7 +343,7 @@ def test_check_script_passes_all_to_the_check(
 def test_update_of_the_sweeps_names_them_without_the_boards_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The sweeps are not boards: their wall time has no share of the boards' 120 minutes."""
+    """The sweeps are not boards: their wall time has no share of the boards' target."""
     from dmlbench.perf import update as perf_update
 
     seen: list[Path] = []
