@@ -134,7 +134,7 @@ SEED = 0
 DEFAULTS_ONLY: dict[str, str] = {
     "dreml": "its paper's 12-learner ensemble trains 12 networks per step: 8 search trials and "
     "12 seeds would cost about 35 core-minutes alone (six times its 2-learner runs), some 17 "
-    "of the boards' 120 minutes on 2 cores; the "
+    "minutes of a regeneration at 2 jobs; the "
     "defaults board's 2-learner run is a hand-set override, which a tuned board does not take"
 }
 
