@@ -71,7 +71,7 @@ def gate_shortfall(name: str, protocol_hash: str, records: Iterable[Record]) -> 
         f"best method {100 * g.margin:+.1f} points over {g.baseline}, a board needs "
         f"{100 * g.required:+.0f}"
     )
-    if g.margin < g.required - 1e-12:
+    if not g.cleared:
         return f"below the gate ({gain}): its verdicts rank which loss harms the start least"
     missing = " or ".join(g.missing)
     return f"not judged by the gate ({gain}; no {missing} row: the board predates it)"
